@@ -1,0 +1,298 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobs-dev/jobs/scripts"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for Config's zero fields.
+const (
+	DefaultPrefix        = "jobs"
+	DefaultMaxPayload    = 1 << 20 // 1 MiB
+	DefaultDoneRetention = 24 * time.Hour
+	DefaultDeadRetention = 30 * 24 * time.Hour
+	DefaultDeadMax       = 10_000
+)
+
+// Config configures a Client. The zero value is valid: every zero field means its
+// documented default.
+type Config struct {
+	// Prefix starts every key, so several systems can share one Redis. Default: "jobs".
+	Prefix string
+	// MaxPayload is the largest payload Enqueue accepts, in bytes. Redis holds every
+	// pending payload in memory: raise it only knowingly. Default: 1 MiB.
+	MaxPayload int
+	// DoneRetention is how long a succeeded job's hash stays readable (jobs inspect) before
+	// Redis expires it. Negative: deleted as soon as it succeeds. Default: 24h.
+	DoneRetention time.Duration
+	// DeadRetention is how long a dead job stays in the dead set for inspection and
+	// `jobs retry`. Default: 30 days (720h).
+	DeadRetention time.Duration
+	// DeadMax caps the dead set per queue; the oldest dead jobs are deleted past it.
+	// Default: 10000.
+	DeadMax int
+}
+
+func (c Config) withDefaults() Config {
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
+	c.DoneRetention = cmp.Or(c.DoneRetention, DefaultDoneRetention)
+	c.DeadRetention = cmp.Or(c.DeadRetention, DefaultDeadRetention)
+	c.DeadMax = cmp.Or(c.DeadMax, DefaultDeadMax)
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.MaxPayload < 0:
+		return invalid("Config.MaxPayload %d is negative", c.MaxPayload)
+	case c.DeadRetention < 0:
+		return invalid("Config.DeadRetention %s is negative", c.DeadRetention)
+	case c.DeadMax < 0:
+		return invalid("Config.DeadMax %d is negative", c.DeadMax)
+	}
+	for _, r := range c.Prefix {
+		if r == '{' || r == '}' || r <= ' ' {
+			return invalid("Config.Prefix %q: no braces, spaces or control characters", c.Prefix)
+		}
+	}
+	return nil
+}
+
+// Client enqueues jobs and runs every state transition on Redis. It is safe for
+// concurrent use; create one per process and share it.
+type Client struct {
+	rdb    redis.UniversalClient
+	cfg    Config
+	keys   keys
+	known  sync.Map // queue name -> struct{}: already added to the queues set
+	token  string   // random per Client: lease tokens are token + seq + index
+	tokens atomic.Uint64
+}
+
+// NewClient returns a Client over rdb, which may be a single node, a Sentinel-backed or a
+// Cluster client.
+func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
+	if rdb == nil {
+		return nil, invalid("nil Redis client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix},
+		token: strconv.FormatUint(rand.Uint64(), 36)}, nil
+}
+
+// Redis returns the client's Redis connection.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// Config returns the client's configuration with defaults applied.
+func (c *Client) Config() Config { return c.cfg }
+
+// Enqueue adds one job of the given type and returns its ID. With no option it is due now
+// on the "default" queue. When [ID] names a job that exists, it returns that ID and
+// ErrDuplicate.
+func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts ...Option) (string, error) {
+	res, err := c.EnqueueBatch(ctx, []BatchJob{{Type: typ, Payload: payload, Options: opts}})
+	if err != nil {
+		return "", err
+	}
+	return res[0].ID, res[0].Err
+}
+
+// BatchJob is one job given to [Client.EnqueueBatch].
+type BatchJob struct {
+	Type    string
+	Payload []byte
+	Options []Option
+}
+
+// BatchResult is the outcome for one job of a batch: its ID, and Err = ErrDuplicate when a
+// job with that ID already existed (nothing was written for it).
+type BatchResult struct {
+	ID  string
+	Err error
+}
+
+// batchChunk is how many jobs go into one script call: large enough to amortise the call,
+// small enough that one call does not stall Redis for other clients (~1 ms).
+const batchChunk = 500
+
+// EnqueueBatch adds many jobs in one round trip (one script call per queue and per 500
+// jobs, pipelined). Every job is validated before anything is written: a bad job fails the
+// whole batch with an error naming its index. Results are in input order.
+func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResult, error) {
+	type pending struct {
+		index int
+		args  []any
+	}
+	now := time.Now()
+	results := make([]BatchResult, len(jobs))
+	byQueue := map[string][]pending{}
+	var order []string
+	for i, bj := range jobs {
+		o, err := resolve(bj.Options)
+		if err == nil {
+			err = validateType(bj.Type)
+		}
+		if err == nil && len(bj.Payload) > c.cfg.MaxPayload {
+			err = fmt.Errorf("%w: %d bytes, the limit is %d (queue.Config.MaxPayload)",
+				ErrPayloadTooLarge, len(bj.Payload), c.cfg.MaxPayload)
+		}
+		if err != nil {
+			if len(jobs) > 1 {
+				return nil, fmt.Errorf("job %d: %w", i, err)
+			}
+			return nil, err
+		}
+		id := cmp.Or(o.id, newID(now))
+		results[i].ID = id
+		var at int64
+		if !o.at.IsZero() {
+			at = max(o.at.UnixMilli(), 1) // 0 means "use delay" to the script
+		}
+		if _, ok := byQueue[o.queue]; !ok {
+			order = append(order, o.queue)
+		}
+		byQueue[o.queue] = append(byQueue[o.queue], pending{i, []any{
+			id, bj.Type, bj.Payload, o.maxRetry, ms(o.timeout), ms(o.delay), at}})
+	}
+
+	var calls []*scriptCall
+	var owners [][]int // owners[k]: the result index of each job in calls[k]
+	for _, q := range order {
+		qk := c.keys.queue(q)
+		all := byQueue[q]
+		for start := 0; start < len(all); start += batchChunk {
+			chunk := all[start:min(start+batchChunk, len(all))]
+			args := make([]any, 1, 1+7*len(chunk))
+			args[0] = qk.jobPrefix
+			idx := make([]int, len(chunk))
+			for k, p := range chunk {
+				args = append(args, p.args...)
+				idx[k] = p.index
+			}
+			calls = append(calls, &scriptCall{script: scripts.Enqueue,
+				keys: []string{qk.ready, qk.scheduled, qk.wake}, args: args})
+			owners = append(owners, idx)
+		}
+	}
+	if err := c.runScripts(ctx, c.register(order), calls); err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	for k, call := range calls {
+		codes, err := call.cmd.Int64Slice()
+		if err != nil || len(codes) != len(owners[k]) {
+			return nil, fmt.Errorf("enqueue: unexpected script reply: %v %v", codes, err)
+		}
+		for n, code := range codes {
+			if code == 0 {
+				results[owners[k][n]].Err = ErrDuplicate
+			}
+		}
+	}
+	return results, nil
+}
+
+// register returns the queue names not yet added to the queues set by this Client; they
+// are added in the same pipeline as the enqueue (once per queue per Client, not per job).
+func (c *Client) register(queues []string) []string {
+	var fresh []string
+	for _, q := range queues {
+		if _, ok := c.known.Load(q); !ok {
+			fresh = append(fresh, q)
+		}
+	}
+	return fresh
+}
+
+// scriptCall is one script invocation inside a pipeline.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd
+}
+
+// runScripts sends calls (and an SADD of newQueues to the queues set) in one pipeline,
+// by EVALSHA. Calls refused with NOSCRIPT (Redis restarted or its script cache was
+// flushed) did not run; they are sent again once the scripts are loaded.
+func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*scriptCall) error {
+	pending := calls
+	for attempt := 0; ; attempt++ {
+		pipe := c.rdb.Pipeline()
+		var sadd *redis.IntCmd
+		if len(newQueues) > 0 && attempt == 0 {
+			members := make([]any, len(newQueues))
+			for i, q := range newQueues {
+				members[i] = q
+			}
+			sadd = pipe.SAdd(ctx, c.keys.queues(), members...)
+		}
+		for _, call := range pending {
+			call.cmd = call.script.EvalSha(ctx, pipe, call.keys, call.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		if sadd != nil {
+			if err := sadd.Err(); err != nil {
+				return err
+			}
+			for _, q := range newQueues {
+				c.known.Store(q, struct{}{})
+			}
+		}
+		var again []*scriptCall
+		for _, call := range pending {
+			if err := call.cmd.Err(); err != nil {
+				if redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+					again = append(again, call)
+					continue
+				}
+				return err
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		if err := c.loadScripts(ctx); err != nil {
+			return err
+		}
+		pending = again
+	}
+}
+
+// loadScripts loads every script into Redis's script cache (on every master of a cluster).
+func (c *Client) loadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, r redis.Scripter) error {
+		for _, s := range scripts.All {
+			if err := s.Load(ctx, r).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cc, ok := c.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return load(ctx, m)
+		})
+	}
+	return load(ctx, c.rdb)
+}
+
+// run runs one script, by EVALSHA with EVAL as fallback.
+func (c *Client) run(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return s.Run(ctx, c.rdb, keys, args...)
+}
+
+var errBadReply = errors.New("queue: unexpected script reply")

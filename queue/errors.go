@@ -1,0 +1,27 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors callers branch on with errors.Is.
+var (
+	// ErrDuplicate: a job with the same ID already exists in the queue. Enqueue returns the
+	// existing job's ID with it.
+	ErrDuplicate = errors.New("queue: duplicate job")
+	// ErrNotFound: no job with that ID (it never existed, or its retention ran out).
+	ErrNotFound = errors.New("queue: job not found")
+	// ErrLeaseLost: the caller's lease on a job is gone (it expired and the job was reaped
+	// or claimed again). Nothing was changed.
+	ErrLeaseLost = errors.New("queue: lease lost")
+	// ErrPayloadTooLarge: the payload is over Config.MaxPayload; the message gives both sizes.
+	ErrPayloadTooLarge = errors.New("queue: payload too large")
+	// ErrInvalid: an argument is malformed (queue name, job type, ID, option); the message
+	// names it.
+	ErrInvalid = errors.New("queue: invalid argument")
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

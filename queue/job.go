@@ -1,0 +1,147 @@
+package queue
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// State is where a job is in its lifecycle (see the package doc's diagram).
+type State string
+
+// The states. A job is in exactly one; done and dead are terminal.
+const (
+	StateScheduled State = "scheduled" // waiting for its run_at
+	StateReady     State = "ready"     // waiting for a worker
+	StateActive    State = "active"    // claimed by a worker under a lease
+	StateRetry     State = "retry"     // failed, waiting for its next attempt
+	StateDone      State = "done"      // succeeded; kept for Config.DoneRetention
+	StateDead      State = "dead"      // failed for good; kept for Config.DeadRetention
+)
+
+// Job is one job as stored in its Redis hash (jobs:{queue}:job:<id>).
+type Job struct {
+	ID         string
+	Type       string
+	Queue      string
+	Payload    []byte
+	State      State
+	Attempt    int // runs started so far; 1 during the first run
+	MaxRetry   int
+	Timeout    time.Duration
+	CreatedAt  time.Time
+	RunAt      time.Time // when it was (or is) due; zero if never delayed
+	StartedAt  time.Time // start of the latest attempt
+	FinishedAt time.Time // end of the latest attempt
+	Worker     string    // worker of the latest attempt
+	LastError  string
+	Result     []byte
+
+	// Lease is the fencing token of the current claim, set on jobs returned by
+	// [Client.Claim]. Heartbeat, Ack, Fail and HandBack must present it.
+	Lease string
+}
+
+// decodeJob builds a Job from its hash fields. Unknown fields are ignored and missing ones
+// stay zero, so hashes written by older or newer versions still decode.
+func decodeJob(queue, id string, h map[string]string) *Job {
+	j := &Job{
+		ID:        id,
+		Queue:     queue,
+		Type:      h["type"],
+		Payload:   []byte(h["payload"]),
+		State:     State(h["state"]),
+		Attempt:   atoi(h["attempt"]),
+		MaxRetry:  atoi(h["max_retry"]),
+		Timeout:   time.Duration(atoi(h["timeout_ms"])) * time.Millisecond,
+		CreatedAt: msTime(h["created_at"]),
+		RunAt:     msTime(h["run_at"]),
+		StartedAt: msTime(h["started_at"]),
+		Worker:    h["worker"],
+		LastError: h["last_error"],
+		Lease:     h["lease"],
+	}
+	j.FinishedAt = msTime(h["finished_at"])
+	if r, ok := h["result"]; ok {
+		j.Result = []byte(r)
+	}
+	return j
+}
+
+// decodeFlat decodes a flat field/value array (HGETALL as returned by a script).
+func decodeFlat(queue string, flat []any) *Job {
+	h := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		h[k] = v
+	}
+	return decodeJob(queue, h["id"], h)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func msTime(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// jobJSON is the shape of `jobs inspect --json` and `jobs ls --json`: every field always
+// present, times in RFC 3339 (UTC) or null, payload and result as text (base64 when they
+// are not UTF-8, flagged by *_base64).
+type jobJSON struct {
+	ID            string     `json:"id"`
+	Type          string     `json:"type"`
+	Queue         string     `json:"queue"`
+	State         State      `json:"state"`
+	Attempt       int        `json:"attempt"`
+	MaxRetry      int        `json:"max_retry"`
+	TimeoutS      float64    `json:"timeout_s"`
+	Payload       string     `json:"payload"`
+	PayloadBase64 bool       `json:"payload_base64,omitempty"`
+	CreatedAt     *time.Time `json:"created_at"`
+	RunAt         *time.Time `json:"run_at"`
+	StartedAt     *time.Time `json:"started_at"`
+	FinishedAt    *time.Time `json:"finished_at"`
+	Worker        string     `json:"worker"`
+	LastError     string     `json:"last_error"`
+	Result        string     `json:"result"`
+	ResultBase64  bool       `json:"result_base64,omitempty"`
+}
+
+// MarshalJSON renders the job in the CLI's JSON contract (see README).
+func (j *Job) MarshalJSON() ([]byte, error) {
+	v := jobJSON{
+		ID: j.ID, Type: j.Type, Queue: j.Queue, State: j.State, Attempt: j.Attempt,
+		MaxRetry: j.MaxRetry, TimeoutS: j.Timeout.Seconds(),
+		CreatedAt: jsonTime(j.CreatedAt), RunAt: jsonTime(j.RunAt),
+		StartedAt: jsonTime(j.StartedAt), FinishedAt: jsonTime(j.FinishedAt),
+		Worker: j.Worker, LastError: j.LastError,
+	}
+	v.Payload, v.PayloadBase64 = text(j.Payload)
+	v.Result, v.ResultBase64 = text(j.Result)
+	return json.Marshal(v)
+}
+
+func jsonTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func text(b []byte) (string, bool) {
+	if utf8.Valid(b) {
+		return string(b), false
+	}
+	return base64.StdEncoding.EncodeToString(b), true
+}

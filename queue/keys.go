@@ -1,0 +1,38 @@
+package queue
+
+// keys builds every Redis key name in the project: KEYS.md documents each one. All keys of
+// one queue share the hash tag {queue}, so each script touches one Redis Cluster slot.
+type keys struct {
+	prefix string // "jobs"
+}
+
+// queues is the SET of known queue names (outside any queue's slot: never used in a script).
+func (k keys) queues() string { return k.prefix + ":queues" }
+
+// queueKeys are the keys of one queue.
+type queueKeys struct {
+	jobPrefix string // "jobs:{q}:job:" + id is a job's hash
+	ready     string
+	scheduled string
+	retry     string
+	active    string
+	dead      string
+	wake      string
+	paused    string
+}
+
+func (k keys) queue(name string) queueKeys {
+	base := k.prefix + ":{" + name + "}:"
+	return queueKeys{
+		jobPrefix: base + "job:",
+		ready:     base + "ready",
+		scheduled: base + "scheduled",
+		retry:     base + "retry",
+		active:    base + "active",
+		dead:      base + "dead",
+		wake:      base + "wake",
+		paused:    base + "paused",
+	}
+}
+
+func (q queueKeys) job(id string) string { return q.jobPrefix + id }

@@ -1,0 +1,170 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jobs-dev/jobs/scripts"
+)
+
+// The lifecycle transitions, one method per script, in the order a job meets them
+// (Enqueue is in client.go). Workers call these; applications rarely need to.
+
+// PromoteLimit is the most jobs one Promote call moves from each of the scheduled and
+// retry sets: a large backlog that comes due at once is moved over several calls rather
+// than in one long script that would stall Redis.
+const PromoteLimit = 1000
+
+// Promote moves the queue's due scheduled and retry jobs to ready. It returns how many it
+// moved and how long until the next one is due: 0 when more are due already, negative
+// when nothing is waiting.
+func (c *Client) Promote(ctx context.Context, queue string) (moved int, next time.Duration, err error) {
+	qk := c.keys.queue(queue)
+	res, err := c.run(ctx, scripts.Promote,
+		[]string{qk.scheduled, qk.retry, qk.ready, qk.wake}, qk.jobPrefix, PromoteLimit).Int64Slice()
+	if err != nil {
+		return 0, 0, fmt.Errorf("promote %s: %w", queue, err)
+	}
+	if len(res) != 2 {
+		return 0, 0, fmt.Errorf("promote %s: %w", queue, errBadReply)
+	}
+	next = time.Duration(res[1]) * time.Millisecond
+	if res[1] < 0 {
+		next = -1
+	}
+	return int(res[0]), next, nil
+}
+
+// Claim takes up to n ready jobs from the queue for worker, each under a lease of the
+// given length that the worker must renew with Heartbeat. It returns nothing when the
+// queue is empty or paused. The jobs carry their lease token in Job.Lease.
+func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Duration, worker string) ([]*Job, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	qk := c.keys.queue(queue)
+	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
+	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused},
+		qk.jobPrefix, n, ms(lease), worker, token).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("claim from %s: %w", queue, err)
+	}
+	jobs := make([]*Job, 0, len(res))
+	for _, r := range res {
+		flat, ok := r.([]any)
+		if !ok {
+			return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+		}
+		jobs = append(jobs, decodeFlat(queue, flat))
+	}
+	return jobs, nil
+}
+
+// Heartbeat renews the leases of jobs (all from queue) for another lease length. It
+// returns the IDs whose lease was lost: their runs must stop, as nothing they report will
+// be accepted.
+func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost []string, err error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	qk := c.keys.queue(queue)
+	args := make([]any, 0, 2+2*len(jobs))
+	args = append(args, qk.jobPrefix, ms(lease))
+	for _, j := range jobs {
+		args = append(args, j.ID, j.Lease)
+	}
+	lost, err = c.run(ctx, scripts.Heartbeat, []string{qk.active}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat %s: %w", queue, err)
+	}
+	return lost, nil
+}
+
+// Ack marks a claimed job done and stores result. It returns ErrLeaseLost, changing
+// nothing, when the caller's lease is gone.
+func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
+	qk := c.keys.queue(job.Queue)
+	retention := ms(c.cfg.DoneRetention)
+	if c.cfg.DoneRetention < 0 {
+		retention = 0
+	}
+	res, err := c.run(ctx, scripts.Ack, []string{qk.active},
+		qk.jobPrefix, retention, job.ID, job.Lease, result).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("ack %s: %w", job.ID, err)
+	}
+	if len(res) != 1 {
+		return fmt.Errorf("ack %s: %w", job.ID, errBadReply)
+	}
+	if res[0] == 0 {
+		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)
+	}
+	return nil
+}
+
+// NoRetry, given to Fail as retryIn, sends the job to the dead set whatever attempts it
+// has left.
+const NoRetry time.Duration = -1
+
+// Fail records a failed attempt of a claimed job with reason as its last error. The job
+// goes to retry, due after retryIn, while it has attempts left (attempt <= max_retry),
+// else to dead; retryIn = NoRetry sends it to dead at once. It returns the state the job
+// moved to, or ErrLeaseLost, changing nothing, when the caller's lease is gone.
+func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time.Duration) (State, error) {
+	qk := c.keys.queue(job.Queue)
+	retry := ms(retryIn)
+	if retryIn < 0 {
+		retry = -1
+	}
+	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead},
+		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax,
+		job.ID, job.Lease, reason, retry).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("fail %s: %w", job.ID, err)
+	}
+	if len(res) != 1 {
+		return "", fmt.Errorf("fail %s: %w", job.ID, errBadReply)
+	}
+	if res[0] == "lost" {
+		return "", fmt.Errorf("fail %s: %w", job.ID, ErrLeaseLost)
+	}
+	return State(res[0]), nil
+}
+
+// HandBack returns a claimed job that the worker will not finish (it is shutting down) to
+// the head of its queue's ready list without counting the attempt, so another worker
+// takes it at once.
+func (c *Client) HandBack(ctx context.Context, job *Job) error {
+	qk := c.keys.queue(job.Queue)
+	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.wake},
+		qk.jobPrefix, job.ID, job.Lease).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("hand back %s: %w", job.ID, err)
+	}
+	if len(res) != 1 {
+		return fmt.Errorf("hand back %s: %w", job.ID, errBadReply)
+	}
+	if res[0] == 0 {
+		return fmt.Errorf("hand back %s: %w", job.ID, ErrLeaseLost)
+	}
+	return nil
+}
+
+// ReapLimit is the most expired leases one Reap call handles.
+const ReapLimit = 1000
+
+// Reap finds the queue's jobs whose lease expired (their worker died or lost Redis) and
+// sends each to retry, due at once, or to dead when it has no attempts left; the attempt
+// counts. It returns how many it reaped. Every worker calls it periodically, so a dead
+// worker's jobs come back within about one lease.
+func (c *Client) Reap(ctx context.Context, queue string) (int, error) {
+	qk := c.keys.queue(queue)
+	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.retry, qk.dead},
+		qk.jobPrefix, ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
+	if err != nil {
+		return 0, fmt.Errorf("reap %s: %w", queue, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,134 @@
+package queue
+
+import (
+	"time"
+)
+
+// Defaults for a job's settings when no option gives them.
+const (
+	DefaultQueue    = "default"
+	DefaultMaxRetry = 10
+	DefaultTimeout  = 30 * time.Minute
+)
+
+// Option sets one per-job setting at enqueue. Each CLI flag of `jobs enqueue` maps onto one.
+type Option func(*options)
+
+type options struct {
+	queue       string
+	id          string
+	delay       time.Duration
+	at          time.Time
+	maxRetry    int
+	maxRetrySet bool
+	timeout     time.Duration
+	errs        []error
+}
+
+// On puts the job on the named queue. Default: "default". Names are 1-64 characters of
+// letters, digits, '.', '_' and '-'.
+func On(queue string) Option { return func(o *options) { o.queue = queue } }
+
+// ID gives the job an explicit ID instead of a generated one. It doubles as a dedup key:
+// enqueuing an ID that already exists in the queue returns ErrDuplicate.
+func ID(id string) Option { return func(o *options) { o.id = id } }
+
+// Delay makes the job due d from now (by Redis's clock). Zero means now.
+func Delay(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			o.errs = append(o.errs, invalid("delay %s is negative", d))
+		}
+		o.delay = d
+	}
+}
+
+// At makes the job due at t. A time in the past means now.
+func At(t time.Time) Option { return func(o *options) { o.at = t } }
+
+// MaxRetry sets how many times a failed job is retried before it is dead: it runs at most
+// n+1 times. Zero means no retries. Default: 10.
+func MaxRetry(n int) Option {
+	return func(o *options) {
+		if n < 0 {
+			o.errs = append(o.errs, invalid("max retry %d is negative", n))
+		}
+		o.maxRetry, o.maxRetrySet = n, true
+	}
+}
+
+// Timeout bounds one attempt: the handler's context is cancelled after d. Default: 30m.
+func Timeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, invalid("timeout %s must be positive", d))
+		}
+		o.timeout = d
+	}
+}
+
+func resolve(opts []Option) (options, error) {
+	o := options{queue: DefaultQueue, maxRetry: DefaultMaxRetry, timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(o.errs) > 0 {
+		return o, o.errs[0]
+	}
+	if o.delay > 0 && !o.at.IsZero() {
+		return o, invalid("Delay and At both given: choose one")
+	}
+	if err := ValidateQueue(o.queue); err != nil {
+		return o, err
+	}
+	if o.id != "" {
+		if err := validateID(o.id); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// ValidateQueue reports whether name is usable as a queue name.
+func ValidateQueue(name string) error {
+	if name == "" || len(name) > 64 {
+		return invalid("queue name %q must be 1-64 characters", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '.' || r == '_' || r == '-') {
+			return invalid("queue name %q: only letters, digits, '.', '_' and '-' are allowed", name)
+		}
+	}
+	return nil
+}
+
+func validateID(id string) error {
+	if len(id) > 128 {
+		return invalid("job ID %.20q... is %d bytes, the limit is 128", id, len(id))
+	}
+	return printable("job ID", id)
+}
+
+func validateType(typ string) error {
+	if typ == "" || len(typ) > 128 {
+		return invalid("job type %q must be 1-128 characters", typ)
+	}
+	return printable("job type", typ)
+}
+
+// printable rejects whitespace and control characters, which would make the value
+// ambiguous in redis-cli output, logs and `jobs ls` tables.
+func printable(what, s string) error {
+	for _, r := range s {
+		if r <= ' ' || r == 0x7f {
+			return invalid("%s %q: no spaces or control characters allowed", what, s)
+		}
+	}
+	return nil
+}
+
+// ms converts a duration to the milliseconds the scripts take: the one place Go time
+// becomes script time.
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+

@@ -1,0 +1,46 @@
+-- enqueue: new jobs -> ready (due now) or scheduled (due later). Many jobs per call.
+--
+-- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (LPUSH here, workers RPOP)
+-- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
+-- KEYS[3]  jobs:{q}:wake        LIST  wake tokens for idle workers
+-- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
+-- ARGV[2+7k .. 8+7k], one group per job:
+--          id, type, payload, max_retry, timeout_ms,
+--          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms)
+-- Returns  one integer per job, in order: 1 enqueued, 0 duplicate (a job with that ID
+--          exists in this queue; nothing was written for it).
+-- Clock    Redis TIME; at_ms is the only client time and is taken as given.
+-- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing.
+
+local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
+local prefix = ARGV[1]
+local now = now_ms()
+local out, woken = {}, 0
+for i = 2, #ARGV, 7 do
+  local id = ARGV[i]
+  local key = prefix .. id
+  if redis.call('EXISTS', key) == 1 then
+    table.insert(out, 0)
+  else
+    local at = tonumber(ARGV[i + 6])
+    local run_at = at
+    if at == 0 then run_at = now + tonumber(ARGV[i + 5]) end
+    local fields = {'type', ARGV[i + 1], 'payload', ARGV[i + 2], 'max_retry', ARGV[i + 3],
+      'timeout_ms', ARGV[i + 4], 'attempt', 0, 'created_at', now}
+    if run_at > now then
+      table.insert(fields, 'state'); table.insert(fields, 'scheduled')
+      table.insert(fields, 'run_at'); table.insert(fields, run_at)
+      redis.call('HSET', key, unpack(fields))
+      redis.call('ZADD', scheduled, run_at, id)
+    else
+      table.insert(fields, 'state'); table.insert(fields, 'ready')
+      redis.call('HSET', key, unpack(fields))
+      redis.call('LPUSH', ready, id)
+    end
+    -- A scheduled job wakes idle workers too: they recompute how long to block.
+    woken = woken + 1
+    table.insert(out, 1)
+  end
+end
+wake(wakes, woken)
+return out

@@ -1,0 +1,42 @@
+-- fail: active -> retry (attempts left) or dead (none left, or the handler asked to skip
+-- retries), for jobs whose handler failed, panicked or timed out.
+--
+-- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
+-- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
+-- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
+-- ARGV[1]  job key prefix       "jobs:{q}:job:"
+-- ARGV[2]  dead_retention_ms    a dead job's hash expires after this
+-- ARGV[3]  dead_max             the dead set keeps at most this many jobs (oldest go first)
+-- ARGV[4+4k .. 7+4k]            id, lease token, error text, retry_in_ms (-1: skip retries):
+--                               one group per job
+-- Returns  one string per job: "retry", "dead", or "lost" (lease lost, nothing changed).
+-- Clock    Redis TIME.
+-- Invariant only the holder of the current lease token can fail a job; a job retries only
+--          while attempt <= max_retry, so every job ends done or dead.
+
+local active, retry, dead = KEYS[1], KEYS[2], KEYS[3]
+local prefix, retention, dead_max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local out = {}
+for i = 4, #ARGV, 4 do
+  local id, err, retry_in = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local key = prefix .. id
+  if redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
+    table.insert(out, 'lost')
+  else
+    redis.call('ZREM', active, id)
+    redis.call('HSET', key, 'last_error', err)
+    local job = redis.call('HMGET', key, 'attempt', 'max_retry')
+    if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) then
+      local run_at = now + retry_in
+      redis.call('HSET', key, 'state', 'retry', 'run_at', run_at, 'finished_at', now)
+      redis.call('HDEL', key, 'lease')
+      redis.call('ZADD', retry, run_at, id)
+      table.insert(out, 'retry')
+    else
+      to_dead(dead, prefix, id, now, retention, dead_max)
+      table.insert(out, 'dead')
+    end
+  end
+end
+return out
