@@ -118,7 +118,7 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 	if retryIn < 0 {
 		retry = -1
 	}
-	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead},
+	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake},
 		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax,
 		job.ID, job.Lease, reason, retry).StringSlice()
 	if err != nil {

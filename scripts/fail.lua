@@ -4,6 +4,7 @@
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
+-- KEYS[4]  jobs:{q}:wake        LIST  wake tokens: idle workers re-plan when the retry is due
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[3]  dead_max             the dead set keeps at most this many jobs (oldest go first)
@@ -14,10 +15,10 @@
 -- Invariant only the holder of the current lease token can fail a job; a job retries only
 --          while attempt <= max_retry, so every job ends done or dead.
 
-local active, retry, dead = KEYS[1], KEYS[2], KEYS[3]
+local active, retry, dead, wakes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, retention, dead_max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
-local out = {}
+local out, retries = {}, 0
 for i = 4, #ARGV, 4 do
   local id, err, retry_in = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = prefix .. id
@@ -32,6 +33,7 @@ for i = 4, #ARGV, 4 do
       redis.call('HSET', key, 'state', 'retry', 'run_at', run_at, 'finished_at', now)
       redis.call('HDEL', key, 'lease')
       redis.call('ZADD', retry, run_at, id)
+      retries = retries + 1
       table.insert(out, 'retry')
     else
       to_dead(dead, prefix, id, now, retention, dead_max)
@@ -39,4 +41,5 @@ for i = 4, #ARGV, 4 do
     end
   end
 end
+wake(wakes, retries)
 return out

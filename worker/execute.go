@@ -1,0 +1,131 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// abandonGrace is how long a handler may take to return once its context is cancelled.
+// Past it the handler is abandoned (its goroutine cannot be killed) and the attempt is
+// settled without it, so one stuck handler cannot hold a slot or a shutdown forever.
+const abandonGrace = 5 * time.Second
+
+// reportTimeout bounds the Redis call that settles an attempt. It runs on a context of
+// its own: a worker that is shutting down must still report the jobs it finished.
+const reportTimeout = 10 * time.Second
+
+type outcome struct {
+	err    error
+	result []byte
+}
+
+// execute runs one attempt of a claimed job end to end: the handler under the job's
+// timeout, a panic turned into a failure with its stack, then exactly one of ack, fail
+// (retry or dead) or hand back.
+func (w *Worker) execute(ctx context.Context, r *run) {
+	job := r.job
+	log := w.log.With(slog.String(attrJobID, job.ID), slog.String(attrJobType, job.Type),
+		slog.String(attrQueue, job.Queue), slog.Int(attrAttempt, job.Attempt))
+	timeout := job.Timeout
+	if timeout <= 0 {
+		timeout = queue.DefaultTimeout
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var result []byte
+	hctx := context.WithValue(tctx, resultKey{}, &result)
+
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- outcome{err: &panicError{value: v, stack: debug.Stack()}}
+			}
+		}()
+		err := w.cfg.Handler.Process(hctx, job)
+		done <- outcome{err: err, result: result}
+	}()
+
+	var o outcome
+	select {
+	case o = <-done:
+	case <-tctx.Done():
+		select {
+		case o = <-done:
+		case <-time.After(abandonGrace):
+			o.err = fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace)
+		}
+	}
+	cause := context.Cause(tctx)
+	if o.err != nil && errors.Is(cause, context.DeadlineExceeded) {
+		o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
+	}
+
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer rcancel()
+	w.settle(rctx, log, job, o, cause)
+}
+
+// settle reports the attempt's outcome to Redis.
+func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o outcome, cause error) {
+	var err error
+	switch {
+	case o.err == nil:
+		err = w.client.Ack(ctx, job, o.result)
+		if err == nil {
+			log.LogAttrs(ctx, slog.LevelDebug, "job done", slog.Duration("took", time.Since(job.StartedAt)))
+		}
+	case errors.Is(cause, errShutdown):
+		err = w.client.HandBack(ctx, job)
+		if err == nil {
+			log.LogAttrs(ctx, slog.LevelInfo, "job handed back: worker is shutting down")
+		}
+	case errors.Is(cause, errLeaseLost):
+		// Another worker may be running it; anything we report would be refused.
+		log.LogAttrs(ctx, slog.LevelWarn, "job lost its lease; its outcome is dropped",
+			slog.String("error", o.err.Error()))
+		return
+	default:
+		retryIn := queue.NoRetry
+		if !IsSkipRetry(o.err) {
+			retryIn = w.cfg.BackoffFunc(job, o.err)
+		}
+		var state queue.State
+		state, err = w.client.Fail(ctx, job, o.err.Error(), retryIn)
+		if err == nil {
+			level := slog.LevelWarn
+			var asked *retryRequested
+			if errors.As(o.err, &asked) {
+				level = slog.LevelInfo
+			}
+			if state == queue.StateDead {
+				level = slog.LevelError
+			}
+			log.LogAttrs(ctx, level, "job failed", slog.String("error", firstLine(o.err.Error())),
+				slog.String("now", string(state)), slog.Duration("retry_in", retryIn))
+		}
+	}
+	switch {
+	case errors.Is(err, queue.ErrLeaseLost):
+		log.LogAttrs(ctx, slog.LevelWarn, "job lost its lease before it finished; another worker owns it now")
+	case err != nil:
+		// The lease will expire and any live worker will reap the job: at-least-once holds.
+		log.LogAttrs(ctx, slog.LevelError, "cannot record job outcome; it will be retried after its lease",
+			slog.String("error", err.Error()))
+	}
+}
+
+func firstLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,390 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// Defaults for Config's zero fields.
+const (
+	DefaultConcurrency     = 10
+	DefaultLease           = 30 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Config configures a Worker. Zero fields mean their documented defaults.
+type Config struct {
+	// Handler runs the jobs, usually a *Mux. Required.
+	Handler Handler
+	// Queues maps each queue to work on to its weight: a queue of weight 3 gets about three
+	// times the claims of a queue of weight 1 while both have jobs, and no queue starves.
+	// Default: {"default": 1}.
+	Queues map[string]int
+	// Concurrency is how many jobs run at once. Default: 10.
+	Concurrency int
+	// Lease is how long a claim lasts without renewal. Heartbeats renew it every Lease/3
+	// while a job runs, so a live job never loses it; a crashed worker's jobs come back
+	// about one Lease after it died. Shorter means faster recovery and more heartbeat
+	// traffic. Default: 30s.
+	Lease time.Duration
+	// ShutdownTimeout is how long Run waits, once its context is cancelled, for running
+	// jobs to finish before cancelling them and handing them back to their queues.
+	// Default: 30s.
+	ShutdownTimeout time.Duration
+	// BackoffFunc sets the wait before each retry. Default: DefaultBackoff.
+	BackoffFunc BackoffFunc
+	// Logger receives the worker's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// ID names this worker in jobs (Job.Worker) and logs. Default: host:pid:random.
+	ID string
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]int{queue.DefaultQueue: 1}
+	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.BackoffFunc == nil {
+		c.BackoffFunc = DefaultBackoff
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s:%d:%s", cmp.Or(host, "localhost"), os.Getpid(),
+			strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36))
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Handler == nil {
+		return errors.New("worker: Config.Handler is nil")
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("worker: Config.Concurrency %d is negative", c.Concurrency)
+	}
+	if c.Lease < 100*time.Millisecond {
+		return fmt.Errorf("worker: Config.Lease %s is under 100ms", c.Lease)
+	}
+	if c.ShutdownTimeout < 0 {
+		return fmt.Errorf("worker: Config.ShutdownTimeout %s is negative", c.ShutdownTimeout)
+	}
+	for q, w := range c.Queues {
+		if err := queue.ValidateQueue(q); err != nil {
+			return fmt.Errorf("worker: Config.Queues: %w", err)
+		}
+		if w <= 0 {
+			return fmt.Errorf("worker: Config.Queues: weight %d of queue %q must be positive", w, q)
+		}
+	}
+	return nil
+}
+
+// Worker claims jobs from its queues and runs them with its Handler.
+type Worker struct {
+	client *queue.Client
+	cfg    Config
+	log    *slog.Logger
+	queues []string // sorted, for deterministic logs and the wait call
+
+	mu      sync.Mutex
+	running map[string]*run // by job ID
+	busy    atomic.Int64
+	freed   chan struct{} // a slot came free (buffered 1)
+}
+
+// run is one job being executed.
+type run struct {
+	job     *queue.Job
+	cancel  context.CancelCauseFunc
+	renewed time.Time // last time its lease was known good
+}
+
+// New returns a Worker; it does nothing until Run.
+func New(client *queue.Client, cfg Config) (*Worker, error) {
+	if client == nil {
+		return nil, errors.New("worker: nil queue client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{client: client, cfg: cfg, running: map[string]*run{}, freed: make(chan struct{}, 1)}
+	w.log = cfg.Logger.With(slog.String(attrWorker, cfg.ID))
+	for q := range cfg.Queues {
+		w.queues = append(w.queues, q)
+	}
+	sort.Strings(w.queues)
+	return w, nil
+}
+
+// ID returns the worker's ID.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Run claims and runs jobs until ctx is cancelled. It then stops claiming, lets running
+// jobs finish within Config.ShutdownTimeout, cancels and hands back the rest so another
+// worker takes them at once, and returns nil. It returns an error only when it cannot
+// start.
+func (w *Worker) Run(ctx context.Context) error {
+	w.log.LogAttrs(ctx, slog.LevelInfo, "worker started",
+		slog.Any("queues", w.cfg.Queues), slog.Int("concurrency", w.cfg.Concurrency),
+		slog.Duration("lease", w.cfg.Lease))
+	// Jobs outlive ctx by up to ShutdownTimeout: they run under their own context.
+	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopJobs(errShutdown)
+	var jobs sync.WaitGroup
+
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
+
+	w.fetchLoop(ctx, jobsCtx, &jobs)
+
+	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopping: waiting for running jobs",
+		slog.Int64("running", w.busy.Load()), slog.Duration("shutdown_timeout", w.cfg.ShutdownTimeout))
+	finished := make(chan struct{})
+	go func() { jobs.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(w.cfg.ShutdownTimeout):
+		w.log.LogAttrs(ctx, slog.LevelWarn, "shutdown timeout: cancelling and handing back running jobs",
+			slog.Int64("running", w.busy.Load()))
+		stopJobs(errShutdown)
+		<-finished // execute returns within abandonGrace of the cancel
+	}
+	stopHeartbeat()
+	<-hbDone
+	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopped")
+	return nil
+}
+
+// fetchLoop claims jobs for free slots until ctx is cancelled, blocking on the queues'
+// wake lists when there is nothing to claim.
+func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
+	var nextPromote, nextReap time.Time // zero: due now
+	errDelay := time.Duration(0)
+	for ctx.Err() == nil {
+		free := w.cfg.Concurrency - int(w.busy.Load())
+		if free <= 0 {
+			select {
+			case <-w.freed:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		now := time.Now()
+		err := w.maintain(ctx, now, &nextPromote, &nextReap)
+		var claimed []*queue.Job
+		if err == nil {
+			claimed, err = w.claim(ctx, free)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// Redis is down or refusing: back off (100ms doubling to 5s) instead of spinning.
+			errDelay = min(max(errDelay*2, 100*time.Millisecond), 5*time.Second)
+			w.log.LogAttrs(ctx, slog.LevelError, "cannot reach Redis; retrying",
+				slog.String("error", err.Error()), slog.Duration("retry_in", errDelay))
+			select {
+			case <-time.After(errDelay):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		errDelay = 0
+		for _, job := range claimed {
+			w.start(jobsCtx, job, jobs)
+		}
+		if len(claimed) > 0 {
+			continue
+		}
+		// Nothing to claim: block until a wake token arrives or the next delayed job is due.
+		woken, err := w.client.Wait(ctx, w.queues, time.Until(minTime(nextPromote, nextReap)))
+		if err != nil && ctx.Err() == nil {
+			w.log.LogAttrs(ctx, slog.LevelWarn, "wait failed", slog.String("error", err.Error()))
+			time.Sleep(100 * time.Millisecond)
+		}
+		if woken {
+			// A token may announce a delayed job due sooner than we planned for.
+			nextPromote = time.Time{}
+		}
+	}
+}
+
+// maintain promotes due jobs when one is due (or a wake token asked) and reaps expired
+// leases about once per second, then sets when each should run next.
+func (w *Worker) maintain(ctx context.Context, now time.Time, nextPromote, nextReap *time.Time) error {
+	if !now.Before(*nextReap) {
+		*nextReap = now.Add(min(time.Second, w.cfg.Lease/2))
+		for _, q := range w.queues {
+			n, err := w.client.Reap(ctx, q)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				w.log.LogAttrs(ctx, slog.LevelWarn, "reaped jobs whose lease expired",
+					slog.String(attrQueue, q), slog.Int("jobs", n))
+				*nextPromote = time.Time{} // reaped jobs are due at once
+			}
+		}
+	}
+	if now.Before(*nextPromote) {
+		return nil
+	}
+	wait := queue.MaxWait
+	for _, q := range w.queues {
+		_, next, err := w.client.Promote(ctx, q)
+		if err != nil {
+			return err
+		}
+		if next >= 0 {
+			wait = min(wait, next)
+		}
+	}
+	*nextPromote = now.Add(wait)
+	return nil
+}
+
+// claim takes up to free jobs, sharing the slots among the queues by weight: each slot
+// goes to a queue drawn with probability weight/total. If the drawn queues are empty, the
+// others are tried in turn so a slot never idles while any queue has work.
+func (w *Worker) claim(ctx context.Context, free int) ([]*queue.Job, error) {
+	if len(w.queues) == 1 {
+		return w.client.Claim(ctx, w.queues[0], free, w.cfg.Lease, w.cfg.ID)
+	}
+	total := 0
+	for _, q := range w.queues {
+		total += w.cfg.Queues[q]
+	}
+	share := map[string]int{}
+	for range free {
+		r := rand.N(total)
+		for _, q := range w.queues {
+			if r -= w.cfg.Queues[q]; r < 0 {
+				share[q]++
+				break
+			}
+		}
+	}
+	var got []*queue.Job
+	for _, q := range w.queues {
+		if share[q] == 0 {
+			continue
+		}
+		jobs, err := w.client.Claim(ctx, q, share[q], w.cfg.Lease, w.cfg.ID)
+		if err != nil {
+			return got, err
+		}
+		got = append(got, jobs...)
+	}
+	if len(got) > 0 {
+		return got, nil
+	}
+	for _, q := range w.queues {
+		if share[q] > 0 {
+			continue
+		}
+		jobs, err := w.client.Claim(ctx, q, free, w.cfg.Lease, w.cfg.ID)
+		if err != nil || len(jobs) > 0 {
+			return jobs, err
+		}
+	}
+	return nil, nil
+}
+
+func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitGroup) {
+	ctx, cancel := context.WithCancelCause(jobsCtx)
+	r := &run{job: job, cancel: cancel, renewed: time.Now()}
+	w.mu.Lock()
+	w.running[job.ID] = r
+	w.mu.Unlock()
+	w.busy.Add(1)
+	jobs.Add(1)
+	go func() {
+		defer jobs.Done()
+		w.execute(ctx, r)
+		cancel(nil)
+		w.mu.Lock()
+		delete(w.running, job.ID)
+		w.mu.Unlock()
+		w.busy.Add(-1)
+		select {
+		case w.freed <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// heartbeatLoop renews the leases of running jobs every Lease/3, one script call per
+// queue for all of its jobs. A job whose lease is reported lost, or could not be renewed
+// for a whole lease (Redis unreachable), is cancelled: another worker may run it now.
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		byQueue := map[string][]*run{}
+		w.mu.Lock()
+		for _, r := range w.running {
+			byQueue[r.job.Queue] = append(byQueue[r.job.Queue], r)
+		}
+		w.mu.Unlock()
+		for q, runs := range byQueue {
+			jobs := make([]*queue.Job, len(runs))
+			for i, r := range runs {
+				jobs[i] = r.job
+			}
+			sent := time.Now()
+			lost, err := w.client.Heartbeat(ctx, q, w.cfg.Lease, jobs)
+			if err != nil {
+				w.log.LogAttrs(ctx, slog.LevelWarn, "heartbeat failed",
+					slog.String(attrQueue, q), slog.String("error", err.Error()))
+			}
+			isLost := map[string]bool{}
+			for _, id := range lost {
+				isLost[id] = true
+			}
+			w.mu.Lock()
+			for _, r := range runs {
+				switch {
+				case isLost[r.job.ID]:
+					r.cancel(errLeaseLost)
+				case err == nil:
+					r.renewed = sent
+				case time.Since(r.renewed) > w.cfg.Lease:
+					r.cancel(errLeaseLost)
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
