@@ -8,7 +8,6 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-
 func setup(t *testing.T, cfg Config) *Client {
 	t.Helper()
 	t.Parallel()

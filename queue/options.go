@@ -131,4 +131,3 @@ func printable(what, s string) error {
 // ms converts a duration to the milliseconds the scripts take: the one place Go time
 // becomes script time.
 func ms(d time.Duration) int64 { return d.Milliseconds() }
-

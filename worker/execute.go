@@ -107,8 +107,11 @@ func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o
 			if state == queue.StateDead {
 				level = slog.LevelError
 			}
-			log.LogAttrs(ctx, level, "job failed", slog.String("error", firstLine(o.err.Error())),
-				slog.String("now", string(state)), slog.Duration("retry_in", retryIn))
+			attrs := []slog.Attr{slog.String("error", firstLine(o.err.Error())), slog.String("now", string(state))}
+			if state == queue.StateRetry {
+				attrs = append(attrs, slog.Duration("retry_in", retryIn))
+			}
+			log.LogAttrs(ctx, level, "job failed", attrs...)
 		}
 	}
 	switch {

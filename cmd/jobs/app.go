@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes: the CLI contract.
+const (
+	exitOK        = 0
+	exitError     = 1 // the command failed (Redis unreachable, job not found, ...)
+	exitUsage     = 2 // bad flags or arguments
+	exitDuplicate = 3 // enqueue: the job already exists (its ID is printed)
+)
+
+// usageError marks a bad invocation: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// exitCodeError carries an exit code other than 1 for an error already explained.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+// env holds what commands need besides their flags: the streams (tests swap them).
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// run is the whole program: it parses args, runs the command and returns the exit code,
+// having printed any error as one line on stderr.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	app := &cli.App{
+		Name:  "jobs",
+		Usage: "a Redis-only job system: enqueue, run and inspect jobs",
+		Description: "Jobs are stored in Redis as plain keys (see KEYS.md). Point every command at the\n" +
+			"same Redis with --redis or JOBS_REDIS_URL.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "redis", Value: "redis://127.0.0.1:6379/0", EnvVars: []string{"JOBS_REDIS_URL"},
+				Usage: "Redis URL: redis://[user:password@]host:port/db, rediss:// for TLS"},
+			&cli.StringFlag{Name: "prefix", Value: queue.DefaultPrefix, EnvVars: []string{"JOBS_PREFIX"},
+				Usage: "prefix of every key, to share one Redis between systems"},
+		},
+		Commands: []*cli.Command{
+			enqueueCommand(e),
+			workerCommand(e),
+			inspectCommand(e),
+		},
+		Reader: stdin, Writer: stdout, ErrWriter: stderr,
+		HideHelpCommand: true,
+		// Errors are printed once, by run, and never exit the process from inside the app.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return &usageError{err.Error()}
+		},
+		// Reached only when no command matched.
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("unknown command %q; see jobs --help", c.Args().First())
+			}
+			_ = cli.ShowAppHelp(c)
+			return usagef("no command given")
+		},
+	}
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = app.OnUsageError
+	}
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "jobs:", oneLine(err.Error()))
+	var ue *usageError
+	var ce *exitCodeError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.Is(err, queue.ErrInvalid), errors.Is(err, queue.ErrPayloadTooLarge):
+		return exitUsage
+	}
+	return exitError
+}
+
+// connect opens the Redis named by --redis and checks that it answers, so a wrong address
+// fails in seconds with a clear message instead of hanging.
+func connect(c *cli.Context) (*queue.Client, error) {
+	raw := c.String("redis")
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, usagef("--redis %s: %v", redact(raw), err)
+	}
+	opts.DialTimeout = 2 * time.Second
+	opts.MaxRetries = 1
+	rdb := redis.NewClient(opts)
+	client, err := queue.NewClient(rdb, queue.Config{Prefix: c.String("prefix")})
+	if err != nil {
+		rdb.Close()
+		return nil, usagef("--prefix: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("cannot reach Redis at %s: %v", redact(raw), err)
+	}
+	return client, nil
+}
+
+// redact hides the password of a Redis URL, for messages and logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/urfave/cli/v2"
+)
+
+func enqueueCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "enqueue",
+		Usage:     "add a job; prints its ID",
+		ArgsUsage: "TYPE [PAYLOAD|-]",
+		Description: "PAYLOAD is stored as given; - reads it from stdin. Examples:\n\n" +
+			"   jobs enqueue email '{\"to\":\"ann@example.com\"}'\n" +
+			"   jobs enqueue --delay 10m --queue reports report:daily\n" +
+			"   jobs enqueue --id order-42 charge - < order.json   # exits 3 if order-42 exists",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "queue", Value: queue.DefaultQueue, Usage: "queue to put the job on"},
+			&cli.DurationFlag{Name: "delay", Usage: "run after this long (e.g. 30s, 5m)"},
+			&cli.StringFlag{Name: "at", Usage: "run at this time (RFC 3339, e.g. 2026-12-24T18:00:00Z)"},
+			&cli.IntFlag{Name: "max-retry", Value: queue.DefaultMaxRetry, Usage: "retries after the first attempt before the job is dead"},
+			&cli.DurationFlag{Name: "timeout", Value: queue.DefaultTimeout, Usage: "limit of one attempt"},
+			&cli.StringFlag{Name: "id", Usage: "explicit job ID; enqueuing an existing ID exits 3"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() < 1 || c.NArg() > 2 {
+				return usagef("enqueue takes TYPE [PAYLOAD|-], got %d arguments", c.NArg())
+			}
+			typ := c.Args().Get(0)
+			payload := []byte(c.Args().Get(1))
+			if c.Args().Get(1) == "-" {
+				var err error
+				if payload, err = io.ReadAll(e.stdin); err != nil {
+					return fmt.Errorf("read payload from stdin: %w", err)
+				}
+			}
+			opts := []queue.Option{queue.On(c.String("queue")), queue.MaxRetry(c.Int("max-retry")),
+				queue.Timeout(c.Duration("timeout"))}
+			if c.IsSet("delay") {
+				opts = append(opts, queue.Delay(c.Duration("delay")))
+			}
+			if c.IsSet("at") {
+				at, err := time.Parse(time.RFC3339, c.String("at"))
+				if err != nil {
+					return usagef("--at %q: want RFC 3339 time like 2026-12-24T18:00:00Z", c.String("at"))
+				}
+				opts = append(opts, queue.At(at))
+			}
+			if c.IsSet("id") {
+				opts = append(opts, queue.ID(c.String("id")))
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			id, err := client.Enqueue(c.Context, typ, payload, opts...)
+			if errors.Is(err, queue.ErrDuplicate) {
+				fmt.Fprintln(e.stdout, id)
+				return &exitCodeError{exitDuplicate, fmt.Errorf("job %s already exists in queue %s", id, c.String("queue"))}
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, id)
+			return nil
+		},
+	}
+}

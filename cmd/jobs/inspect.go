@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/urfave/cli/v2"
+)
+
+func inspectCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "inspect",
+		Usage:     "show one job: state, attempts, times, last error, result",
+		ArgsUsage: "ID",
+		Description: "Looks in every queue unless --queue is given. Examples:\n\n" +
+			"   jobs inspect 01JEXAMPLE0000000000000000\n" +
+			"   jobs inspect --json 01JEXAMPLE0000000000000000 | jq .state",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "queue", Usage: "the job's queue (default: search all queues)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the job as one JSON object"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("inspect takes one job ID, got %d arguments", c.NArg())
+			}
+			id := c.Args().First()
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			var job *queue.Job
+			if q := c.String("queue"); q != "" {
+				job, err = client.Get(c.Context, q, id)
+			} else {
+				job, err = client.Find(c.Context, id)
+			}
+			if errors.Is(err, queue.ErrNotFound) {
+				return fmt.Errorf("no job %s (never enqueued, or its retention ran out)", id)
+			}
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(e.stdout, job)
+			}
+			printJob(e.stdout, job)
+			return nil
+		},
+	}
+}
+
+func printJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestMain doubles as the entry point of child processes: fault tests re-run this test
+// binary as a worker process (JOBS_TEST_CHILD) so they can SIGKILL real processes.
+func TestMain(m *testing.M) {
+	redis.SetLogger(discardLogger{})
+	switch os.Getenv("JOBS_TEST_CHILD") {
+	case "jobs":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		code := run(ctx, append([]string{"jobs"}, strings.Split(os.Getenv("JOBS_TEST_ARGS"), "\x1f")...), os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	case "counting-worker":
+		os.Exit(countingWorker())
+	}
+	redistest.Main(m)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// jobs runs the CLI in-process against the test Redis, with the test's own key prefix.
+func jobs(t *testing.T, prefix string, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	full := append([]string{"jobs", "--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)
+	code := run(context.Background(), full, strings.NewReader(stdin), &out, &errb)
+	return result{out.String(), errb.String(), code}
+}
+
+func TestEnqueueAndInspect(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	r := jobs(t, p, "", "enqueue", "--queue", "mail", "--max-retry", "4", "email", `{"to":"ann"}`)
+	if r.code != 0 || len(strings.TrimSpace(r.stdout)) != 26 || r.stderr != "" {
+		t.Fatalf("enqueue = %+v, want exit 0 and an ID alone on stdout", r)
+	}
+	id := strings.TrimSpace(r.stdout)
+	r = jobs(t, p, "", "inspect", "--json", id)
+	if r.code != 0 {
+		t.Fatalf("inspect = %+v", r)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("inspect --json is not JSON: %v: %q", err, r.stdout)
+	}
+	for _, k := range []string{"id", "type", "queue", "state", "attempt", "max_retry", "payload",
+		"created_at", "run_at", "started_at", "finished_at", "last_error", "result"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("inspect --json lacks %q", k)
+		}
+	}
+	if got["id"] != id || got["queue"] != "mail" || got["state"] != "ready" || got["attempt"] != 0.0 ||
+		got["max_retry"] != 4.0 || got["payload"] != `{"to":"ann"}` || got["run_at"] != nil {
+		t.Errorf("inspect --json = %s", r.stdout)
+	}
+	r = jobs(t, p, "", "inspect", id)
+	if r.code != 0 || !strings.Contains(r.stdout, "state       ready") {
+		t.Errorf("inspect = %+v", r)
+	}
+}
+
+func TestEnqueueFromStdinDelayedAndAt(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	r := jobs(t, p, "payload from stdin", "enqueue", "--delay", "1h", "t", "-")
+	id := strings.TrimSpace(r.stdout)
+	r = jobs(t, p, "", "inspect", "--json", id)
+	var got map[string]any
+	json.Unmarshal([]byte(r.stdout), &got)
+	if got["payload"] != "payload from stdin" || got["state"] != "scheduled" {
+		t.Errorf("inspect = %s", r.stdout)
+	}
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	r = jobs(t, p, "", "enqueue", "--at", at.Format(time.RFC3339), "t")
+	r = jobs(t, p, "", "inspect", "--json", strings.TrimSpace(r.stdout))
+	json.Unmarshal([]byte(r.stdout), &got)
+	if got["run_at"] != at.Format(time.RFC3339) || got["state"] != "scheduled" {
+		t.Errorf("--at: run_at %v state %v, want %s scheduled", got["run_at"], got["state"], at.Format(time.RFC3339))
+	}
+}
+
+func TestEnqueueDuplicateIDExits3(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	if r := jobs(t, p, "", "enqueue", "--id", "order-42", "charge"); r.code != 0 {
+		t.Fatalf("first enqueue = %+v", r)
+	}
+	r := jobs(t, p, "", "enqueue", "--id", "order-42", "charge")
+	if r.code != 3 || r.stdout != "order-42\n" || !strings.Contains(r.stderr, "already exists") {
+		t.Errorf("duplicate enqueue = %+v, want exit 3, the ID on stdout, a message on stderr", r)
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"enqueue"}, 2, "TYPE"},
+		{[]string{"enqueue", "a", "b", "c"}, 2, "TYPE"},
+		{[]string{"enqueue", "--at", "tomorrow", "t"}, 2, "RFC 3339"},
+		{[]string{"enqueue", "--delay", "soon", "t"}, 2, "delay"},
+		{[]string{"enqueue", "--max-retry", "-1", "t"}, 2, "max retry"},
+		{[]string{"enqueue", "--timeout", "0s", "t"}, 2, "timeout"},
+		{[]string{"enqueue", "--queue", "a b", "t"}, 2, "queue name"},
+		{[]string{"enqueue", "has space"}, 2, "job type"},
+		{[]string{"enqueue", "--delay", "1s", "--at", "2030-01-01T00:00:00Z", "t"}, 2, "both"},
+		{[]string{"nosuch"}, 2, "unknown command"},
+		{[]string{"inspect"}, 2, "one job ID"},
+		{[]string{"inspect", "NOPE"}, 1, "no job NOPE"},
+		{[]string{"worker"}, 2, "--run"},
+		{[]string{"worker", "--run", "noequals"}, 2, "TYPE=COMMAND"},
+		{[]string{"worker", "--run", "t=sh -c 'open"}, 2, "unterminated"},
+		{[]string{"worker", "--run", "t=a", "--run", "t=b"}, 2, "twice"},
+		{[]string{"worker", "--run", "t=a", "--queue", "q=0"}, 2, "weight"},
+		{[]string{"worker", "--run", "t=a", "--log-level", "loud"}, 2, "log-level"},
+		{[]string{"worker", "--run", "t=a", "--concurrency", "0"}, 2, "concurrency"},
+		{[]string{"--prefix", "a{b}", "enqueue", "t"}, 2, "prefix"},
+		{[]string{"--redis", "http://x", "enqueue", "t"}, 2, "--redis"},
+	}
+	for _, tc := range cases {
+		r := jobs(t, p, "", tc.args...)
+		if tc.args[0] == "--prefix" || tc.args[0] == "--redis" {
+			var out, errb bytes.Buffer
+			r.code = run(context.Background(), append([]string{"jobs"}, tc.args...), nil, &out, &errb)
+			r.stdout, r.stderr = out.String(), errb.String()
+		}
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("jobs %v = exit %d, stderr %q; want exit %d and one line mentioning %q",
+				tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestUnreachableRedisFailsFast(t *testing.T) {
+	t.Parallel()
+	l, _ := redistest.Start() // a port that was just free: nothing listens after Stop
+	addr := l.Addr
+	l.Stop()
+	start := time.Now()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"jobs", "--redis", "redis://user:hunter2@" + addr, "enqueue", "t"}, nil, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "cannot reach Redis") ||
+		strings.Count(errb.String(), "\n") != 1 || time.Since(start) > 5*time.Second {
+		t.Errorf("exit %d after %s, stderr %q; want exit 1 within 5s, one line", code, time.Since(start), errb.String())
+	}
+	if strings.Contains(errb.String(), "hunter2") {
+		t.Errorf("password leaked: %q", errb.String())
+	}
+}
+
+// jobsProcess starts the CLI as a child process (this test binary in JOBS_TEST_CHILD mode).
+func jobsProcess(t *testing.T, prefix string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	full := append([]string{"--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)
+	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join(full, "\x1f"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, &out
+}
+
+func TestWorkerRunsJobsAndStopsCleanlyOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	cmd, out := jobsProcess(t, p, "worker", "--shutdown-timeout", "10s",
+		"--run", "slow=sleep 1", "--run", "upper=tr a-z A-Z")
+	id := strings.TrimSpace(jobs(t, p, "", "enqueue", "upper", "hello").stdout)
+	waitFor(t, 5*time.Second, "upper job done", func() bool {
+		return strings.Contains(jobs(t, p, "", "inspect", "--json", id).stdout, `"result":"HELLO"`)
+	})
+	slow := strings.TrimSpace(jobs(t, p, "", "enqueue", "slow").stdout)
+	waitFor(t, 5*time.Second, "slow job active", func() bool {
+		return strings.Contains(jobs(t, p, "", "inspect", "--json", slow).stdout, `"state":"active"`)
+	})
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if err != nil {
+		t.Fatalf("worker exit after SIGTERM: %v; output:\n%s", err, out)
+	}
+	if r := jobs(t, p, "", "inspect", "--json", slow); !strings.Contains(r.stdout, `"state":"done"`) {
+		t.Errorf("in-flight job after SIGTERM: %s, want done", r.stdout)
+	}
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/jobs-dev/jobs/worker"
+	"github.com/urfave/cli/v2"
+)
+
+func workerCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "worker",
+		Usage: "run jobs until SIGTERM/SIGINT",
+		Description: "Each --run TYPE=COMMAND runs COMMAND for jobs of TYPE: the command line is split\n" +
+			"into words like a shell does (quotes honoured, nothing expanded) and run directly, never\n" +
+			"through a shell; use sh -c '...' for pipes or variables. The program gets the payload on\n" +
+			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT in its environment. Exit 0 succeeds\n" +
+			"(stdout is the result), 75 asks for a retry, anything else fails (stderr's tail is the\n" +
+			"error); at the job's timeout its process group is killed. On SIGTERM or SIGINT the\n" +
+			"worker stops claiming, lets running jobs finish within --shutdown-timeout, hands the\n" +
+			"rest back to their queue, and exits 0. Examples:\n\n" +
+			"   jobs worker --run 'email=./send-email.sh'\n" +
+			"   jobs worker --queue critical=6 --queue default=3 --queue low=1 --concurrency 20 \\\n" +
+			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'make-report > /tmp/r'\"",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: run COMMAND for jobs of TYPE (repeatable)"},
+			&cli.StringSliceFlag{Name: "queue", Usage: "NAME[=WEIGHT]: a queue to work on and its weight (repeatable; default: default)"},
+			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
+			&cli.DurationFlag{Name: "lease", Value: worker.DefaultLease, Usage: "claim length, renewed while a job runs; a crashed worker's jobs return after about this long"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: worker.DefaultShutdownTimeout, Usage: "on SIGTERM, how long running jobs may finish before they are handed back"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("worker takes no arguments, got %q", c.Args().First())
+			}
+			mux := worker.NewMux()
+			runs := c.StringSlice("run")
+			if len(runs) == 0 {
+				return usagef("worker needs at least one --run TYPE=COMMAND")
+			}
+			for _, r := range runs {
+				typ, command, ok := strings.Cut(r, "=")
+				if !ok || typ == "" || strings.TrimSpace(command) == "" {
+					return usagef("--run %q: want TYPE=COMMAND", r)
+				}
+				h, err := worker.NewExec(command)
+				if err != nil {
+					return usagef("--run %q: %v", r, err)
+				}
+				if contains(mux.Types(), typ) {
+					return usagef("--run: job type %q given twice", typ)
+				}
+				mux.Handle(typ, h)
+			}
+			queues, err := parseQueues(c.StringSlice("queue"))
+			if err != nil {
+				return err
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+				return usagef("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+			}
+			if c.Int("concurrency") <= 0 {
+				return usagef("--concurrency %d: must be at least 1", c.Int("concurrency"))
+			}
+			if c.Duration("lease") < time.Second {
+				return usagef("--lease %s: must be at least 1s", c.Duration("lease"))
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			w, err := worker.New(client, worker.Config{
+				Handler:         mux,
+				Queues:          queues,
+				Concurrency:     c.Int("concurrency"),
+				Lease:           c.Duration("lease"),
+				ShutdownTimeout: c.Duration("shutdown-timeout"),
+				Logger:          slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
+			})
+			if err != nil {
+				return usagef("%v", err)
+			}
+			return w.Run(c.Context)
+		},
+	}
+}
+
+// parseQueues reads --queue NAME[=WEIGHT] flags.
+func parseQueues(flags []string) (map[string]int, error) {
+	queues := map[string]int{}
+	for _, f := range flags {
+		name, weight, hasWeight := strings.Cut(f, "=")
+		if err := queue.ValidateQueue(name); err != nil {
+			return nil, usagef("--queue %q: %v", f, err)
+		}
+		w := 1
+		if hasWeight {
+			n, err := strconv.Atoi(weight)
+			if err != nil || n <= 0 {
+				return nil, usagef("--queue %q: weight must be a positive integer", f)
+			}
+			w = n
+		}
+		if _, dup := queues[name]; dup {
+			return nil, usagef("--queue %q: queue given twice", name)
+		}
+		queues[name] = w
+	}
+	if len(queues) == 0 {
+		queues[queue.DefaultQueue] = 1
+	}
+	return queues, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
