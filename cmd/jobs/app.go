@@ -63,6 +63,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			enqueueCommand(e),
 			workerCommand(e),
 			inspectCommand(e),
+			devCommand(e),
 		},
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
 		HideHelpCommand: true,

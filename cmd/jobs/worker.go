@@ -44,13 +44,9 @@ func workerCommand(e *env) *cli.Command {
 				return usagef("worker needs at least one --run TYPE=COMMAND")
 			}
 			for _, r := range runs {
-				typ, command, ok := strings.Cut(r, "=")
-				if !ok || typ == "" || strings.TrimSpace(command) == "" {
-					return usagef("--run %q: want TYPE=COMMAND", r)
-				}
-				h, err := worker.NewExec(command)
+				typ, h, err := parseRun(r)
 				if err != nil {
-					return usagef("--run %q: %v", r, err)
+					return err
 				}
 				if contains(mux.Types(), typ) {
 					return usagef("--run: job type %q given twice", typ)

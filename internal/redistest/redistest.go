@@ -187,3 +187,12 @@ func Prefix(tb testing.TB) string {
 	}
 	return fmt.Sprintf("t%d_%s_%d", os.Getpid(), name, prefixSeq.Add(1))
 }
+
+// SharedAddr returns the address of the package's server started by Main, for Example
+// functions, which have no *testing.T; empty when there is none.
+func SharedAddr() string {
+	if shared == nil {
+		return ""
+	}
+	return shared.Addr
+}

@@ -1,0 +1,24 @@
+.DEFAULT_GOAL := help
+GO ?= go
+
+help: ## list the targets
+	@grep -E '^[a-z/-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build ./jobs
+	$(GO) build -o jobs ./cmd/jobs
+
+demo: ## run the system end to end on an embedded Redis and show jobs flowing
+	$(GO) run ./cmd/jobs dev --demo
+
+test: ## run every test with the race detector (installs redis-server when missing and root)
+	@./.ci/ensure-redis
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+test/short: ## run the tests that need no Redis
+	$(GO) test -short ./...
+
+bench: ## Go benchmarks
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+.PHONY: help build demo test test/short bench

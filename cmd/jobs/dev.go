@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/devserver"
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/jobs-dev/jobs/worker"
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+)
+
+func devCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "dev",
+		Usage: "run an in-memory Redis with a worker attached, to try jobs with nothing installed",
+		Description: "Nothing is durable: every job is gone when jobs dev stops. The worker runs the\n" +
+			"built-in echo type (its result is its payload) and any --run TYPE=COMMAND. From another\n" +
+			"shell, point the CLI at it:\n\n" +
+			"   jobs dev                       # listens on 127.0.0.1:6379\n" +
+			"   jobs --redis redis://127.0.0.1:6379 enqueue echo hello\n" +
+			"   jobs --redis redis://127.0.0.1:6379 inspect ID\n\n" +
+			"   jobs dev --demo                # a one-minute tour: enqueues jobs, shows them move, exits",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:6379", Usage: "address to listen on (127.0.0.1:0 for any free port)"},
+			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: also run COMMAND for jobs of TYPE (repeatable)"},
+			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
+			&cli.BoolFlag{Name: "demo", Usage: "enqueue a few example jobs, show their lifecycle, then exit"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("dev takes no arguments, got %q", c.Args().First())
+			}
+			mux := worker.NewMux()
+			mux.HandleFunc("echo", func(ctx context.Context, j *queue.Job) error {
+				worker.SetResult(ctx, j.Payload)
+				return nil
+			})
+			for _, r := range c.StringSlice("run") {
+				typ, h, err := parseRun(r)
+				if err != nil {
+					return err
+				}
+				if contains(mux.Types(), typ) {
+					return usagef("--run: job type %q is already handled", typ)
+				}
+				mux.Handle(typ, h)
+			}
+			if c.Int("concurrency") <= 0 {
+				return usagef("--concurrency %d: must be at least 1", c.Int("concurrency"))
+			}
+			addr := c.String("addr")
+			if c.Bool("demo") && !c.IsSet("addr") {
+				addr = "127.0.0.1:0" // never clash with a Redis already on 6379
+			}
+			srv, err := devserver.Start(addr)
+			if err != nil {
+				return fmt.Errorf("%v (is a Redis already listening there? try --addr 127.0.0.1:0)", err)
+			}
+			defer srv.Close()
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			defer rdb.Close()
+			client, err := queue.NewClient(rdb, queue.Config{Prefix: c.String("prefix")})
+			if err != nil {
+				return usagef("--prefix: %v", err)
+			}
+			url := "redis://" + srv.Addr()
+			fmt.Fprintf(e.stderr, "jobs dev: in-memory Redis at %s; NOTHING IS DURABLE: every job is gone when this stops\n", url)
+
+			level := slog.LevelInfo
+			if c.Bool("demo") {
+				level = slog.LevelError + 4 // the demo prints every transition itself
+				for typ, h := range demoHandlers() {
+					mux.Handle(typ, h)
+				}
+			}
+			ctx, stop := context.WithCancel(c.Context)
+			defer stop()
+			w, err := worker.New(client, worker.Config{
+				Handler: mux, Concurrency: c.Int("concurrency"), ShutdownTimeout: 5 * time.Second,
+				Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
+			})
+			if err != nil {
+				return err
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+
+			if !c.Bool("demo") {
+				fmt.Fprintf(e.stderr, "jobs dev: worker running echo%s; in another shell:\n"+
+					"  jobs --redis %s enqueue echo hello\n  jobs --redis %s inspect ID\n"+
+					"Ctrl-C stops.\n", strings.Join(append([]string{""}, c.StringSlice("run")...), ", "), url, url)
+				return <-done
+			}
+			err = runDemo(ctx, client, e.stdout)
+			stop()
+			<-done
+			if err == nil {
+				fmt.Fprintf(e.stdout, "\nThat was the whole lifecycle. Keep a server up with `jobs dev` and use\n"+
+					"`jobs enqueue`, `jobs worker --run TYPE=COMMAND` and `jobs inspect` against it.\n")
+			}
+			return err
+		},
+	}
+}
+
+// parseRun reads one --run TYPE=COMMAND flag.
+func parseRun(flag string) (string, worker.Handler, error) {
+	typ, command, ok := strings.Cut(flag, "=")
+	if !ok || typ == "" || strings.TrimSpace(command) == "" {
+		return "", nil, usagef("--run %q: want TYPE=COMMAND", flag)
+	}
+	h, err := worker.NewExec(command)
+	if err != nil {
+		return "", nil, usagef("--run %q: %v", flag, err)
+	}
+	return typ, h, nil
+}
+
+// demoHandlers are the job types of `jobs dev --demo`.
+func demoHandlers() map[string]worker.Handler {
+	upper, _ := worker.NewExec("tr a-z A-Z")
+	return map[string]worker.Handler{
+		"demo:upper": upper, // an exec handler, as `--run demo:upper='tr a-z A-Z'` makes
+		"demo:flaky": worker.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+			if j.Attempt == 1 {
+				return errors.New("simulated outage on the first attempt")
+			}
+			worker.SetResult(ctx, []byte("worked on attempt 2"))
+			return nil
+		}),
+		"demo:broken": worker.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+			return fmt.Errorf("simulated bug (attempt %d)", j.Attempt)
+		}),
+	}
+}
+
+// runDemo enqueues one job of each kind and prints every state change until all are
+// done or dead.
+func runDemo(ctx context.Context, client *queue.Client, out io.Writer) error {
+	type demoJob struct {
+		label, typ, payload string
+		opts                []queue.Option
+	}
+	demo := []demoJob{
+		{"runs at once", "echo", "hello from jobs", nil},
+		{"exec handler", "demo:upper", "shout this", nil},
+		{"delayed 2s", "echo", "I waited", []queue.Option{queue.Delay(2 * time.Second)}},
+		{"fails, then retries", "demo:flaky", "", nil},
+		{"dead after 2 tries", "demo:broken", "", []queue.Option{queue.MaxRetry(1)}},
+	}
+	start := time.Now()
+	ids := make([]string, len(demo))
+	for i, d := range demo {
+		id, err := client.Enqueue(ctx, d.typ, []byte(d.payload), d.opts...)
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+	}
+	fmt.Fprintf(out, "Enqueued %d jobs; watching them move (states: scheduled, ready, active, retry, done, dead):\n\n", len(ids))
+	last := make([]string, len(ids))
+	finished := 0
+	deadline := time.After(30 * time.Second)
+	for finished < len(ids) {
+		for i, id := range ids {
+			j, err := client.Get(ctx, queue.DefaultQueue, id)
+			if err != nil {
+				return err
+			}
+			seen := fmt.Sprintf("%s/%d", j.State, j.Attempt)
+			if seen == last[i] {
+				continue
+			}
+			last[i] = seen
+			note := ""
+			switch j.State {
+			case queue.StateDone:
+				note = fmt.Sprintf("result %q", j.Result)
+				finished++
+			case queue.StateDead:
+				note = "last error: " + j.LastError
+				finished++
+			case queue.StateRetry:
+				note = fmt.Sprintf("error %q, retry in %s", j.LastError, time.Until(j.RunAt).Round(100*time.Millisecond))
+			case queue.StateScheduled:
+				note = "due in " + time.Until(j.RunAt).Round(100*time.Millisecond).String()
+			case queue.StateActive:
+				note = fmt.Sprintf("attempt %d", j.Attempt)
+			}
+			fmt.Fprintf(out, "  %6.2fs  %-20s %-12s %-9s %s\n", time.Since(start).Seconds(),
+				demo[i].label, j.Type, j.State, note)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return errors.New("demo: jobs did not finish within 30s")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	fmt.Fprintf(out, "\nAll %d jobs finished in %.1fs.\n", len(ids), time.Since(start).Seconds())
+	return nil
+}

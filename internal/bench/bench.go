@@ -1,0 +1,300 @@
+// Package bench is the engine behind `jobs bench`: it measures enqueue throughput, worker
+// throughput, pickup latency, delayed-job punctuality and memory per job, and reports each
+// run as one [Record], the JSON line of DESIGN.md's benchmark contract.
+//
+// It drives the system only through the public APIs a user has (queue.Client's Enqueue
+// and EnqueueBatch, worker.Worker with a Handler), so what it measures is what an
+// application gets.
+//
+// Each Run works on a queue of its own ("bench-<mode>-<random>") under the given prefix,
+// so runs never see each other's jobs. It leaves no job behind: jobs it enqueued but did
+// not process are drained by a worker before Run returns, and its workers delete done jobs
+// at once (queue.Config.DoneRetention < 0). What stays is the queue's name in the
+// prefix's set of queues and at most a few wake tokens: run it under a prefix of its own
+// (or flush that Redis) to leave nothing at all. A run interrupted by its context does not
+// drain.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// The modes of [Options.Mode].
+const (
+	ModeEnqueue      = "enqueue"       // N single Enqueue calls from C goroutines
+	ModeEnqueueBatch = "enqueue-batch" // N jobs by EnqueueBatch of BatchSize, from C goroutines
+	ModeProcess      = "process"       // N pre-enqueued jobs drained by a worker of concurrency C
+	ModeLatency      = "latency"       // one job at a time to an idle worker: Enqueue call to handler start
+	ModeDelay        = "delay"         // jobs due 1-3 s ahead: handler start minus due time
+	ModeMemory       = "memory"        // Redis used_memory growth per pending job
+)
+
+// Modes lists every mode, in the order `jobs bench --help` shows them.
+var Modes = []string{ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLatency, ModeDelay, ModeMemory}
+
+// Defaults and fixed sizes.
+const (
+	// DefaultConcurrency is used when Options.Concurrency is 0 (the worker's default too).
+	DefaultConcurrency = 10
+	// BatchSize is how many jobs one EnqueueBatch call carries, in every mode that
+	// enqueues in batches.
+	BatchSize = 1000
+	// JobType is the type of every job a run enqueues.
+	JobType = "bench"
+)
+
+// Options say what to measure.
+type Options struct {
+	// Mode is one of Modes.
+	Mode string
+	// N is how many jobs (latency: how many samples). Must be positive.
+	N int
+	// Concurrency is how many goroutines enqueue (enqueue modes) or how many jobs the
+	// worker runs at once (process, latency, delay). Default: 10.
+	Concurrency int
+	// Payload is each job's payload size in bytes. Default: 0, an empty payload.
+	Payload int
+	// Progress, when not nil, receives a single line that is rewritten ("\r...") at most
+	// five times a second while the run goes on, and ended with "\n" when Run returns.
+	// Give it a terminal's stderr, not a file.
+	Progress io.Writer
+}
+
+// Record is the result of one run: one JSON line of the benchmark contract (DESIGN.md).
+// Durations are in milliseconds.
+type Record struct {
+	System   string  `json:"system"` // always "jobs"
+	Mode     string  `json:"mode"`
+	N        int     `json:"n"`
+	C        int     `json:"c"`
+	JobsPerS float64 `json:"jobs_per_s"` // 0 in latency and delay modes, which measure time, not throughput
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	MaxMs    float64 `json:"max_ms"`
+	// BytesPerJob is set in memory mode only.
+	BytesPerJob float64 `json:"bytes_per_job,omitempty"`
+}
+
+// Run runs one benchmark on rdb, with keys under prefix (queue.Config.Prefix; empty
+// means queue.DefaultPrefix), and returns its Record. Bad options fail with ErrInvalid
+// before Redis is touched. See the package doc for what a run leaves in Redis.
+func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Options) (Record, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return Record{}, err
+	}
+	if rdb == nil {
+		return Record{}, fmt.Errorf("%w: nil Redis client", ErrInvalid)
+	}
+	client, err := queue.NewClient(rdb, queue.Config{Prefix: prefix, DoneRetention: -1})
+	if err != nil {
+		return Record{}, fmt.Errorf("bench: %w", err)
+	}
+	b := &bench{
+		o:       o,
+		client:  client,
+		queue:   "bench-" + o.Mode + "-" + strconv.FormatUint(rand.Uint64(), 36),
+		payload: make([]byte, o.Payload),
+		prog:    newProgress(o.Progress, o.Mode),
+	}
+	for i := range b.payload {
+		b.payload[i] = 'x'
+	}
+	defer b.prog.close()
+
+	var rec Record
+	switch o.Mode {
+	case ModeEnqueue:
+		rec, err = b.enqueue(ctx)
+	case ModeEnqueueBatch:
+		rec, err = b.enqueueBatch(ctx)
+	case ModeProcess:
+		rec, err = b.process(ctx)
+	case ModeLatency:
+		rec, err = b.latency(ctx)
+	case ModeDelay:
+		rec, err = b.delay(ctx)
+	case ModeMemory:
+		rec, err = b.memory(ctx)
+	}
+	if cerr := b.cleanup(ctx); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("bench: cleanup of queue %s: %w", b.queue, cerr))
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	rec.System, rec.Mode, rec.N, rec.C = "jobs", o.Mode, o.N, o.Concurrency
+	return rec, nil
+}
+
+func (o Options) withDefaults() (Options, error) {
+	known := false
+	for _, m := range Modes {
+		known = known || o.Mode == m
+	}
+	switch {
+	case !known:
+		return o, fmt.Errorf("%w: unknown mode %q (want one of %v)", ErrInvalid, o.Mode, Modes)
+	case o.N <= 0:
+		return o, fmt.Errorf("%w: N must be positive, got %d", ErrInvalid, o.N)
+	case o.Concurrency < 0:
+		return o, fmt.Errorf("%w: concurrency %d is negative", ErrInvalid, o.Concurrency)
+	case o.Payload < 0:
+		return o, fmt.Errorf("%w: payload %d bytes is negative", ErrInvalid, o.Payload)
+	case o.Payload > queue.DefaultMaxPayload:
+		return o, fmt.Errorf("%w: payload %d bytes is over the %d-byte limit of a job",
+			ErrInvalid, o.Payload, queue.DefaultMaxPayload)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	return o, nil
+}
+
+// bench is one Run.
+type bench struct {
+	o       Options
+	client  *queue.Client
+	queue   string // fresh per run
+	payload []byte
+	prog    *progress
+
+	// enqueued counts the jobs written to the queue and handled the handler calls of
+	// every worker of the run: cleanup drains the difference.
+	enqueued atomic.Int64
+	handled  atomic.Int64
+}
+
+// stallTimeout is how long a wait may see no job start before it gives up: the worker
+// or Redis is stuck, and a benchmark should say so rather than hang.
+const stallTimeout = 30 * time.Second
+
+// job returns one job of the run, due now unless opts say otherwise.
+func (b *bench) job(opts ...queue.Option) queue.BatchJob {
+	return queue.BatchJob{Type: JobType, Payload: b.payload,
+		Options: append([]queue.Option{queue.On(b.queue)}, opts...)}
+}
+
+// enqueueBatches enqueues n jobs in batches of BatchSize from up to workers goroutines,
+// each job built by build (nil: b.job()). It returns the duration of each batch call,
+// and counts jobs as they are written (b.enqueued, and done for progress).
+func (b *bench) enqueueBatches(ctx context.Context, n, workers int, done *atomic.Int64,
+	build func() queue.BatchJob) ([]time.Duration, error) {
+	if build == nil {
+		build = func() queue.BatchJob { return b.job() }
+	}
+	batches := (n + BatchSize - 1) / BatchSize
+	took := make([]time.Duration, batches)
+	err := parallel(ctx, workers, batches, func(ctx context.Context, k int) error {
+		size := min(BatchSize, n-k*BatchSize)
+		jobs := make([]queue.BatchJob, size)
+		for i := range jobs {
+			jobs[i] = build()
+		}
+		start := time.Now()
+		_, err := b.client.EnqueueBatch(ctx, jobs)
+		took[k] = time.Since(start)
+		if err != nil {
+			return fmt.Errorf("bench: enqueue batch: %w", err)
+		}
+		b.enqueued.Add(int64(size))
+		done.Add(int64(size))
+		return nil
+	})
+	return took, err
+}
+
+// warmUp enqueues one job (of type warmUpType) so the scripts are loaded in Redis and the
+// queue is registered before anything is timed. A worker of the run handles it.
+func (b *bench) warmUp(ctx context.Context) error {
+	if _, err := b.client.Enqueue(ctx, warmUpType, nil, queue.On(b.queue)); err != nil {
+		return fmt.Errorf("bench: warm-up enqueue: %w", err)
+	}
+	b.enqueued.Add(1)
+	return nil
+}
+
+const warmUpType = "bench-warmup"
+
+// cleanup drains the jobs the run enqueued but did not process, with a worker, so a run
+// leaves no job behind. It does nothing once ctx is done.
+func (b *bench) cleanup(ctx context.Context) error {
+	base := b.handled.Load()
+	left := b.enqueued.Load() - base
+	if left <= 0 || ctx.Err() != nil {
+		return nil
+	}
+	b.prog.phase("cleanup", left, func() int64 { return b.handled.Load() - base })
+	r, err := b.startWorker(ctx, max(b.o.Concurrency, 100), 0, nil, nil)
+	if err != nil {
+		return err
+	}
+	err = waitUntil(ctx, func() bool { return b.handled.Load() >= b.enqueued.Load() },
+		b.handled.Load)
+	return errors.Join(err, r.stop())
+}
+
+// waitUntil polls cond every few milliseconds (for untimed waits only) until it holds,
+// ctx ends, or progress (a counter) has not moved for stallTimeout.
+func waitUntil(ctx context.Context, cond func() bool, progress func() int64) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	last, lastMove := progress(), time.Now()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if p := progress(); p != last {
+			last, lastMove = p, time.Now()
+		} else if time.Since(lastMove) > stallTimeout {
+			return fmt.Errorf("bench: no job ran for %s", stallTimeout)
+		}
+	}
+	return nil
+}
+
+// parallel runs fn for tasks 0..tasks-1 on up to workers goroutines; the first error
+// stops the others and is returned.
+func parallel(ctx context.Context, workers, tasks int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for range max(min(workers, tasks), 1) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= tasks {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err })
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}

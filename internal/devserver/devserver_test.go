@@ -1,0 +1,93 @@
+package devserver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestLifecycleScriptsRun walks a job through every transition on the in-memory server:
+// the Lua scripts must keep to what it supports.
+func TestLifecycleScriptsRun(t *testing.T) {
+	s, err := Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	c, err := queue.NewClient(rdb, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	claim := func(lease time.Duration) *queue.Job {
+		t.Helper()
+		jobs, err := c.Claim(ctx, "default", 5, lease, "w")
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("Claim() = %d jobs, %v; want 1", len(jobs), err)
+		}
+		return jobs[0]
+	}
+
+	id, err := c.Enqueue(ctx, "a", []byte("x"))
+	step("enqueue", err)
+	_, err = c.Enqueue(ctx, "a", nil, queue.ID(id))
+	if !errors.Is(err, queue.ErrDuplicate) {
+		t.Fatalf("duplicate Enqueue() err = %v", err)
+	}
+	_, err = c.EnqueueBatch(ctx, []queue.BatchJob{{Type: "later", Options: []queue.Option{queue.Delay(50 * time.Millisecond)}}})
+	step("enqueue batch", err)
+
+	j := claim(time.Second)
+	lost, err := c.Heartbeat(ctx, "default", time.Second, []*queue.Job{j})
+	if err != nil || len(lost) != 0 {
+		t.Fatalf("Heartbeat() = %v, %v", lost, err)
+	}
+	step("ack", c.Ack(ctx, j, []byte("r")))
+	if woken, err := c.Wait(ctx, []string{"default"}, 100*time.Millisecond); err != nil || !woken {
+		t.Fatalf("Wait() = %v, %v; want a wake token", woken, err)
+	}
+
+	time.Sleep(60 * time.Millisecond)
+	moved, next, err := c.Promote(ctx, "default")
+	if err != nil || moved != 1 || next >= 0 {
+		t.Fatalf("Promote() = %d, %s, %v; want 1 moved, nothing left", moved, next, err)
+	}
+	j = claim(time.Second)
+	state, err := c.Fail(ctx, j, "boom", 0)
+	if err != nil || state != queue.StateRetry {
+		t.Fatalf("Fail() = %s, %v", state, err)
+	}
+	c.Promote(ctx, "default")
+	j = claim(time.Second)
+	step("hand back", c.HandBack(ctx, j))
+	j = claim(10 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if n, err := c.Reap(ctx, "default"); err != nil || n != 1 {
+		t.Fatalf("Reap() = %d, %v; want 1", n, err)
+	}
+	if err := c.Ack(ctx, j, nil); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Fatalf("stale Ack() err = %v, want ErrLeaseLost", err)
+	}
+	c.Promote(ctx, "default")
+	j = claim(time.Second)
+	state, err = c.Fail(ctx, j, "fatal", queue.NoRetry)
+	if err != nil || state != queue.StateDead {
+		t.Fatalf("Fail(NoRetry) = %s, %v", state, err)
+	}
+	got, err := c.Get(ctx, "default", j.ID)
+	if err != nil || got.State != queue.StateDead || got.Attempt != 3 {
+		t.Fatalf("dead job = %+v, %v; want dead after attempt 3", got, err)
+	}
+}

@@ -1,0 +1,41 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// exampleRedis is the test server; in an application this is your Redis.
+func exampleRedis() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
+}
+
+func ExampleClient_Enqueue() {
+	ctx := context.Background()
+	rdb := exampleRedis() // redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	client, err := queue.NewClient(rdb, queue.Config{Prefix: "example-enqueue"})
+	if err != nil {
+		panic(err)
+	}
+	id, err := client.Enqueue(ctx, "email:welcome", []byte(`{"user":42}`),
+		queue.On("emails"), queue.Delay(time.Minute), queue.MaxRetry(5))
+	if err != nil {
+		panic(err)
+	}
+	job, _ := client.Get(ctx, "emails", id)
+	fmt.Println(job.Type, job.State, job.MaxRetry)
+
+	// An explicit ID is a dedup key.
+	_, err = client.Enqueue(ctx, "charge", nil, queue.ID("order-42"))
+	_, err2 := client.Enqueue(ctx, "charge", nil, queue.ID("order-42"))
+	fmt.Println(err, errors.Is(err2, queue.ErrDuplicate))
+	// Output:
+	// email:welcome scheduled 5
+	// <nil> true
+}
