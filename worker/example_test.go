@@ -45,4 +45,3 @@ func ExampleMux() {
 	// Run: <nil>
 	// done sent
 }
-

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,13 +38,23 @@ type result struct {
 	code           int
 }
 
+// cliMu serialises in-process runs: urfave/cli/v2 mutates package-level flags (HelpFlag)
+// while parsing, so two apps may not parse at once in one process. The binary runs one.
+var cliMu sync.Mutex
+
+// runCLI runs the CLI in-process with args (after "jobs").
+func runCLI(stdin string, args ...string) result {
+	cliMu.Lock()
+	defer cliMu.Unlock()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"jobs"}, args...), strings.NewReader(stdin), &out, &errb)
+	return result{out.String(), errb.String(), code}
+}
+
 // jobs runs the CLI in-process against the test Redis, with the test's own key prefix.
 func jobs(t *testing.T, prefix string, stdin string, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
-	full := append([]string{"jobs", "--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)
-	code := run(context.Background(), full, strings.NewReader(stdin), &out, &errb)
-	return result{out.String(), errb.String(), code}
+	return runCLI(stdin, append([]string{"--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)...)
 }
 
 func TestEnqueueAndInspect(t *testing.T) {
@@ -143,9 +154,7 @@ func TestBadUsage(t *testing.T) {
 	for _, tc := range cases {
 		r := jobs(t, p, "", tc.args...)
 		if tc.args[0] == "--prefix" || tc.args[0] == "--redis" {
-			var out, errb bytes.Buffer
-			r.code = run(context.Background(), append([]string{"jobs"}, tc.args...), nil, &out, &errb)
-			r.stdout, r.stderr = out.String(), errb.String()
+			r = runCLI("", tc.args...)
 		}
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("jobs %v = exit %d, stderr %q; want exit %d and one line mentioning %q",
@@ -160,14 +169,13 @@ func TestUnreachableRedisFailsFast(t *testing.T) {
 	addr := l.Addr
 	l.Stop()
 	start := time.Now()
-	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"jobs", "--redis", "redis://user:hunter2@" + addr, "enqueue", "t"}, nil, &out, &errb)
-	if code != 1 || !strings.Contains(errb.String(), "cannot reach Redis") ||
-		strings.Count(errb.String(), "\n") != 1 || time.Since(start) > 5*time.Second {
-		t.Errorf("exit %d after %s, stderr %q; want exit 1 within 5s, one line", code, time.Since(start), errb.String())
+	r := runCLI("", "--redis", "redis://user:hunter2@"+addr, "enqueue", "t")
+	if r.code != 1 || !strings.Contains(r.stderr, "cannot reach Redis") ||
+		strings.Count(r.stderr, "\n") != 1 || time.Since(start) > 5*time.Second {
+		t.Errorf("exit %d after %s, stderr %q; want exit 1 within 5s, one line", r.code, time.Since(start), r.stderr)
 	}
-	if strings.Contains(errb.String(), "hunter2") {
-		t.Errorf("password leaked: %q", errb.String())
+	if strings.Contains(r.stderr, "hunter2") {
+		t.Errorf("password leaked: %q", r.stderr)
 	}
 }
 
