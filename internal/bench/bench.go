@@ -21,7 +21,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +42,10 @@ const (
 	ModeMemory       = "memory"        // Redis used_memory growth per pending job
 )
 
-// Modes lists every mode, in the order `jobs bench --help` shows them.
-var Modes = []string{ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLatency, ModeDelay, ModeMemory}
+// Modes returns every mode, in the order `jobs bench --help` should list them.
+func Modes() []string {
+	return []string{ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLatency, ModeDelay, ModeMemory}
+}
 
 // Defaults and fixed sizes.
 const (
@@ -56,7 +60,7 @@ const (
 
 // Options say what to measure.
 type Options struct {
-	// Mode is one of Modes.
+	// Mode is one of Modes().
 	Mode string
 	// N is how many jobs (latency: how many samples). Must be positive.
 	N int
@@ -139,13 +143,10 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 }
 
 func (o Options) withDefaults() (Options, error) {
-	known := false
-	for _, m := range Modes {
-		known = known || o.Mode == m
-	}
 	switch {
-	case !known:
-		return o, fmt.Errorf("%w: unknown mode %q (want one of %v)", ErrInvalid, o.Mode, Modes)
+	case !slices.Contains(Modes(), o.Mode):
+		return o, fmt.Errorf("%w: unknown mode %q (want one of %s)", ErrInvalid, o.Mode,
+			strings.Join(Modes(), ", "))
 	case o.N <= 0:
 		return o, fmt.Errorf("%w: N must be positive, got %d", ErrInvalid, o.N)
 	case o.Concurrency < 0:
