@@ -36,3 +36,13 @@ func (k keys) queue(name string) queueKeys {
 }
 
 func (q queueKeys) job(id string) string { return q.jobPrefix + id }
+
+// queueOfWake returns the queue name in a wake list key ("jobs:{q}:wake" -> "q").
+func (k keys) queueOfWake(key string) string {
+	start := len(k.prefix) + 2
+	end := len(key) - len("}:wake")
+	if start > end {
+		return ""
+	}
+	return key[start:end]
+}

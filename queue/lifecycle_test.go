@@ -410,23 +410,40 @@ func TestEnqueueBatch(t *testing.T) {
 func TestWaitWakesOnTokenAndTimesOut(t *testing.T) {
 	c := setup(t, Config{})
 	start := time.Now()
-	woken, err := c.Wait(ctx, []string{"default", "other"}, 100*time.Millisecond)
-	if err != nil || woken {
-		t.Fatalf("Wait(empty) = %v, %v; want timeout", woken, err)
+	q, token, err := c.Wait(ctx, []string{"default", "other"}, 100*time.Millisecond)
+	if err != nil || q != "" || token != "" {
+		t.Fatalf("Wait(empty) = %q, %q, %v; want timeout", q, token, err)
 	}
 	if d := time.Since(start); d < 90*time.Millisecond || d > 600*time.Millisecond {
 		t.Errorf("Wait(100ms) took %s", d)
 	}
-	done := make(chan time.Time)
-	go func() {
-		c.Wait(ctx, []string{"default", "other"}, time.Second)
-		done <- time.Now()
-	}()
+	type woke struct {
+		q, token string
+		at       time.Time
+	}
+	done := make(chan woke)
+	wait := func() {
+		q, token, _ := c.Wait(ctx, []string{"default", "other"}, time.Second)
+		done <- woke{q, token, time.Now()}
+	}
+	go wait()
 	time.Sleep(50 * time.Millisecond)
 	mustEnqueue(t, c, "a", On("other"))
 	sent := time.Now()
-	if d := (<-done).Sub(sent); d > 200*time.Millisecond {
-		t.Errorf("woken %s after enqueue", d)
+	if w := <-done; w.at.Sub(sent) > 200*time.Millisecond || w.q != "other" || w.token != WakeReady {
+		t.Errorf("woken %s after enqueue with %q from %q, want at once with %q from other", w.at.Sub(sent), w.token, w.q, WakeReady)
+	}
+	go wait()
+	mustEnqueue(t, c, "a", Delay(time.Hour))
+	if w := <-done; w.q != "default" || w.token != WakeScheduled {
+		t.Errorf("delayed enqueue woke with %q from %q, want %q from default", w.token, w.q, WakeScheduled)
+	}
+	if err := c.Wake(ctx, "other", WakeReady); err != nil {
+		t.Fatal(err)
+	}
+	go wait()
+	if w := <-done; w.q != "other" || w.token != WakeReady {
+		t.Errorf("Wake() then Wait() = %q from %q", w.token, w.q)
 	}
 }
 

@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (LPUSH here, workers RPOP)
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
--- KEYS[3]  jobs:{q}:wake        LIST  wake tokens for idle workers
+-- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2+7k .. 8+7k], one group per job:
 --          id, type, payload, max_retry, timeout_ms,
@@ -15,7 +15,7 @@
 local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
 local now = now_ms()
-local out, woken = {}, 0
+local out, ready_n, scheduled_n = {}, 0, 0
 for i = 2, #ARGV, 7 do
   local id = ARGV[i]
   local key = prefix .. id
@@ -32,15 +32,17 @@ for i = 2, #ARGV, 7 do
       table.insert(fields, 'run_at'); table.insert(fields, run_at)
       redis.call('HSET', key, unpack(fields))
       redis.call('ZADD', scheduled, run_at, id)
+      scheduled_n = scheduled_n + 1
     else
       table.insert(fields, 'state'); table.insert(fields, 'ready')
       redis.call('HSET', key, unpack(fields))
       redis.call('LPUSH', ready, id)
+      ready_n = ready_n + 1
     end
-    -- A scheduled job wakes idle workers too: they recompute how long to block.
-    woken = woken + 1
     table.insert(out, 1)
   end
 end
-wake(wakes, woken)
+wake(wakes, ready_n, 'r')
+-- A scheduled job wakes one idle worker too, so it re-plans how long to wait.
+wake(wakes, math.min(scheduled_n, 1), 's')
 return out

@@ -4,7 +4,7 @@
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
--- KEYS[4]  jobs:{q}:wake        LIST  wake tokens: idle workers re-plan when the retry is due
+-- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[3]  dead_max             the dead set keeps at most this many jobs (oldest go first)
@@ -41,5 +41,5 @@ for i = 4, #ARGV, 4 do
     end
   end
 end
-wake(wakes, retries)
+wake(wakes, math.min(retries, 1), 's')
 return out

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:ready       LIST  job IDs ready to run (RPUSH: claimed next)
--- KEYS[3]  jobs:{q}:wake        LIST  wake tokens for idle workers
+-- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: one 'r' per job handed back
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2+2k], ARGV[3+2k]        id, lease token: one pair per job
 -- Returns  one integer per job: 1 handed back, 0 lease lost (nothing changed).
@@ -27,5 +27,5 @@ for i = 2, #ARGV, 2 do
     table.insert(out, 1)
   end
 end
-wake(wakes, n)
+wake(wakes, n, 'r')
 return out

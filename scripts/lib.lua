@@ -32,11 +32,13 @@ end
 
 -- wake pushes up to n tokens (at most 64) on the wake list that idle workers block on, and
 -- trims the list so tokens nobody waited for cannot pile up while workers are busy.
-local function wake(key, n)
+-- token says what woke them: 'r' a job is ready (claim), 's' a job was scheduled or set
+-- to retry (promote first, then plan the wait until it is due).
+local function wake(key, n, token)
   if n <= 0 then return end
   if n > 64 then n = 64 end
   local t = {}
-  for i = 1, n do t[i] = '1' end
+  for i = 1, n do t[i] = token end
   redis.call('LPUSH', key, unpack(t))
   redis.call('LTRIM', key, 0, 127)
 end

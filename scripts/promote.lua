@@ -3,7 +3,7 @@
 -- KEYS[1]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:ready       LIST  job IDs ready to run
--- KEYS[4]  jobs:{q}:wake        LIST  wake tokens for idle workers
+-- KEYS[4]  jobs:{q}:wake        LIST  wake tokens: one 'r' per job moved
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  limit                most jobs moved from each set in this call
 -- Returns  {moved, next_ms}: jobs moved, and ms until the earliest job left in either
@@ -28,7 +28,7 @@ for _, set in ipairs({scheduled, retry}) do
     end
   end
 end
-wake(wakes, moved)
+wake(wakes, moved, 'r')
 local next_ms = -1
 for _, set in ipairs({scheduled, retry}) do
   local head = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')

@@ -174,23 +174,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// fetchLoop claims jobs for free slots until ctx is cancelled, blocking on the queues'
-// wake lists when there is nothing to claim.
+// fetchLoop claims jobs for free slots until ctx is cancelled. With nothing to claim it
+// waits for whichever comes first: a wake token (a job arrived), the next delayed job's
+// due time (a local timer: Redis's own BLPOP timeout is only as precise as its 100ms
+// tick), or the next reap.
 func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 	var nextPromote, nextReap time.Time // zero: due now
+	var waiting chan wakeup             // non-nil while a Wait runs
 	errDelay := time.Duration(0)
 	for ctx.Err() == nil {
 		free := w.cfg.Concurrency - int(w.busy.Load())
 		if free <= 0 {
 			select {
 			case <-w.freed:
+			case wu := <-waiting:
+				waiting = nil
+				w.passOn(ctx, wu) // we cannot use it: another idle worker can
 			case <-ctx.Done():
 				return
 			}
 			continue
 		}
-		now := time.Now()
-		err := w.maintain(ctx, now, &nextPromote, &nextReap)
+		err := w.maintain(ctx, time.Now(), &nextPromote, &nextReap)
 		var claimed []*queue.Job
 		if err == nil {
 			claimed, err = w.claim(ctx, free)
@@ -216,16 +221,52 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		if len(claimed) > 0 {
 			continue
 		}
-		// Nothing to claim: block until a wake token arrives or the next delayed job is due.
-		woken, err := w.client.Wait(ctx, w.queues, time.Until(minTime(nextPromote, nextReap)))
-		if err != nil && ctx.Err() == nil {
-			w.log.LogAttrs(ctx, slog.LevelWarn, "wait failed", slog.String("error", err.Error()))
-			time.Sleep(100 * time.Millisecond)
+		if waiting == nil {
+			waiting = make(chan wakeup, 1)
+			go w.wait(ctx, waiting)
 		}
-		if woken {
-			// A token may announce a delayed job due sooner than we planned for.
-			nextPromote = time.Time{}
+		timer := time.NewTimer(time.Until(minTime(nextPromote, nextReap)))
+		select {
+		case wu := <-waiting:
+			waiting = nil
+			if wu.err != nil && ctx.Err() == nil {
+				w.log.LogAttrs(ctx, slog.LevelWarn, "wait failed", slog.String("error", wu.err.Error()))
+				time.Sleep(100 * time.Millisecond)
+			}
+			if wu.token == queue.WakeScheduled {
+				nextPromote = time.Time{} // it may be due sooner than we planned for
+			}
+		case <-timer.C:
+		case <-ctx.Done():
 		}
+		timer.Stop()
+	}
+}
+
+// wakeup is the outcome of one Wait.
+type wakeup struct {
+	queue, token string
+	err          error
+}
+
+// wait runs one Wait on the worker's queues and delivers its outcome. A token that
+// arrives after the worker stopped is passed on, so no idle worker misses it.
+func (w *Worker) wait(ctx context.Context, out chan<- wakeup) {
+	q, token, err := w.client.Wait(ctx, w.queues, queue.MaxWait)
+	wu := wakeup{q, token, err}
+	if ctx.Err() != nil {
+		w.passOn(context.WithoutCancel(ctx), wu)
+	}
+	out <- wu
+}
+
+// passOn pushes back a wake token this worker popped but will not act on.
+func (w *Worker) passOn(ctx context.Context, wu wakeup) {
+	if wu.token == "" || wu.queue == "" {
+		return
+	}
+	if err := w.client.Wake(ctx, wu.queue, wu.token); err != nil {
+		w.log.LogAttrs(ctx, slog.LevelWarn, "cannot pass on a wake token", slog.String("error", err.Error()))
 	}
 }
 

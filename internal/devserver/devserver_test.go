@@ -55,8 +55,8 @@ func TestLifecycleScriptsRun(t *testing.T) {
 		t.Fatalf("Heartbeat() = %v, %v", lost, err)
 	}
 	step("ack", c.Ack(ctx, j, []byte("r")))
-	if woken, err := c.Wait(ctx, []string{"default"}, 100*time.Millisecond); err != nil || !woken {
-		t.Fatalf("Wait() = %v, %v; want a wake token", woken, err)
+	if q, token, err := c.Wait(ctx, []string{"default"}, 100*time.Millisecond); err != nil || q != "default" || token != queue.WakeScheduled {
+		t.Fatalf("Wait() = %q, %q, %v; want the delayed job's token from default", q, token, err)
 	}
 
 	time.Sleep(60 * time.Millisecond)
