@@ -67,4 +67,3 @@ func (c *Client) Wake(ctx context.Context, queue, token string) error {
 	}
 	return nil
 }
-

@@ -206,7 +206,7 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			}
 			// Redis is down or refusing: back off (100ms doubling to 5s) instead of spinning.
 			errDelay = min(max(errDelay*2, 100*time.Millisecond), 5*time.Second)
-			w.log.LogAttrs(ctx, slog.LevelError, "cannot reach Redis; retrying",
+			w.log.LogAttrs(ctx, slog.LevelError, "Redis call failed; retrying",
 				slog.String("error", err.Error()), slog.Duration("retry_in", errDelay))
 			select {
 			case <-time.After(errDelay):

@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			workerCommand(e),
 			inspectCommand(e),
 			devCommand(e),
+			benchCommand(e),
 		},
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
 		HideHelpCommand: true,
@@ -103,8 +104,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // connect opens the Redis named by --redis and checks that it answers, so a wrong address
-// fails in seconds with a clear message instead of hanging.
-func connect(c *cli.Context) (*queue.Client, error) {
+// fails in seconds with a clear message instead of hanging. An optional queue.Config
+// gives settings besides the prefix, which always comes from --prefix.
+func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 	raw := c.String("redis")
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
@@ -113,7 +115,12 @@ func connect(c *cli.Context) (*queue.Client, error) {
 	opts.DialTimeout = 2 * time.Second
 	opts.MaxRetries = 1
 	rdb := redis.NewClient(opts)
-	client, err := queue.NewClient(rdb, queue.Config{Prefix: c.String("prefix")})
+	var cfg queue.Config
+	if len(configs) > 0 {
+		cfg = configs[0]
+	}
+	cfg.Prefix = c.String("prefix")
+	client, err := queue.NewClient(rdb, cfg)
 	if err != nil {
 		rdb.Close()
 		return nil, usagef("--prefix: %v", err)

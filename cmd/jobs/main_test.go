@@ -148,6 +148,9 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"worker", "--run", "t=a", "--queue", "q=0"}, 2, "weight"},
 		{[]string{"worker", "--run", "t=a", "--log-level", "loud"}, 2, "log-level"},
 		{[]string{"worker", "--run", "t=a", "--concurrency", "0"}, 2, "concurrency"},
+		{[]string{"worker", "--run", "t=a", "--dead-max", "0"}, 2, "dead-max"},
+		{[]string{"bench", "--mode", "nope"}, 2, "mode"},
+		{[]string{"bench", "--n", "0"}, 2, "N"},
 		{[]string{"--prefix", "a{b}", "enqueue", "t"}, 2, "prefix"},
 		{[]string{"--redis", "http://x", "enqueue", "t"}, 2, "--redis"},
 	}

@@ -32,6 +32,9 @@ func workerCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
 			&cli.DurationFlag{Name: "lease", Value: worker.DefaultLease, Usage: "claim length, renewed while a job runs; a crashed worker's jobs return after about this long"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: worker.DefaultShutdownTimeout, Usage: "on SIGTERM, how long running jobs may finish before they are handed back"},
+			&cli.DurationFlag{Name: "done-retention", Value: queue.DefaultDoneRetention, Usage: "how long a done job stays readable (negative: deleted at once)"},
+			&cli.DurationFlag{Name: "dead-retention", Value: queue.DefaultDeadRetention, Usage: "how long a dead job stays in the dead set"},
+			&cli.IntFlag{Name: "dead-max", Value: queue.DefaultDeadMax, Usage: "most dead jobs kept per queue (oldest go first)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 		},
 		Action: func(c *cli.Context) error {
@@ -67,7 +70,11 @@ func workerCommand(e *env) *cli.Command {
 			if c.Duration("lease") < time.Second {
 				return usagef("--lease %s: must be at least 1s", c.Duration("lease"))
 			}
-			client, err := connect(c)
+			if c.Duration("done-retention") == 0 || c.Duration("dead-retention") <= 0 || c.Int("dead-max") <= 0 {
+				return usagef("--done-retention must be non-zero, --dead-retention and --dead-max positive")
+			}
+			client, err := connect(c, queue.Config{DoneRetention: c.Duration("done-retention"),
+				DeadRetention: c.Duration("dead-retention"), DeadMax: c.Int("dead-max")})
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/jobs-dev/jobs/internal/bench"
+	"github.com/urfave/cli/v2"
+)
+
+func benchCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure throughput, latency, delay precision or memory against --redis",
+		Description: "Runs one measurement through the same APIs an application uses and prints one\n" +
+			"line (--json: the benchmark contract's JSON object). Modes: " + strings.Join(bench.Modes(), ", ") + ".\n" +
+			"Use a Redis (or --prefix) of its own: it adds and removes jobs there. Examples:\n\n" +
+			"   jobs bench --mode process --n 30000 --concurrency 100\n" +
+			"   jobs bench --mode latency --n 200 --json",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "mode", Value: bench.ModeProcess, Usage: "what to measure: " + strings.Join(bench.Modes(), ", ")},
+			&cli.IntFlag{Name: "n", Value: 10000, Usage: "jobs (latency: samples)"},
+			&cli.IntFlag{Name: "concurrency", Value: bench.DefaultConcurrency, Usage: "enqueuing goroutines, or worker concurrency"},
+			&cli.IntFlag{Name: "payload", Value: 100, Usage: "payload bytes per job"},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("bench takes no arguments, got %q", c.Args().First())
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			var progress io.Writer
+			if f, ok := e.stderr.(*os.File); ok && isTerminal(f) {
+				progress = f
+			}
+			rec, err := bench.Run(c.Context, client.Redis(), c.String("prefix"), bench.Options{
+				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
+				Payload: c.Int("payload"), Progress: progress,
+			})
+			if errors.Is(err, bench.ErrInvalid) {
+				return usagef("%v", err)
+			}
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				return printJSON(e.stdout, rec)
+			}
+			fmt.Fprintf(e.stdout, "%s n=%d c=%d: %.0f jobs/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+				rec.Mode, rec.N, rec.C, rec.JobsPerS, rec.P50Ms, rec.P99Ms, rec.MaxMs)
+			if rec.BytesPerJob > 0 {
+				fmt.Fprintf(e.stdout, ", %.0f bytes/job", rec.BytesPerJob)
+			}
+			fmt.Fprintln(e.stdout)
+			return nil
+		},
+	}
+}
+
+// isTerminal reports whether f is a character device (a terminal, not a pipe or file).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
