@@ -3,6 +3,8 @@ package queue
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -101,8 +103,8 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 func (c *Client) Config() Config { return c.cfg }
 
 // Enqueue adds one job of the given type and returns its ID. With no option it is due now
-// on the "default" queue. When [ID] names a job that exists, it returns that ID and
-// ErrDuplicate.
+// on the "default" queue. When [ID] names a job that exists, or a [Unique] job's key is
+// held, it returns the existing job's ID and ErrDuplicate.
 func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts ...Option) (string, error) {
 	res, err := c.EnqueueBatch(ctx, []BatchJob{{Type: typ, Payload: payload, Options: opts}})
 	if err != nil {
@@ -119,7 +121,8 @@ type BatchJob struct {
 }
 
 // BatchResult is the outcome for one job of a batch: its ID, and Err = ErrDuplicate when a
-// job with that ID already existed (nothing was written for it).
+// job with that ID already existed, or a unique job's key was held (ID is then the
+// holder's). Nothing was written for a duplicate.
 type BatchResult struct {
 	ID  string
 	Err error
@@ -165,8 +168,24 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		if _, ok := byQueue[o.queue]; !ok {
 			order = append(order, o.queue)
 		}
+		var ukey, keep, excl string
+		if o.uniqueTTL > 0 {
+			k := o.uniqueKey
+			if k == "" {
+				sum := sha256.Sum256(append([]byte(bj.Type+"\x00"), bj.Payload...))
+				k = bj.Type + ":" + hex.EncodeToString(sum[:16])
+			}
+			ukey = c.keys.queue(o.queue).unique(k)
+			if o.uniqueKeep {
+				keep = "1"
+			}
+		}
+		if o.exclusive {
+			excl = cmp.Or(o.exclKey, bj.Type)
+		}
 		byQueue[o.queue] = append(byQueue[o.queue], pending{i, []any{
-			id, bj.Type, bj.Payload, o.maxRetry, ms(o.timeout), ms(o.delay), at}})
+			id, bj.Type, bj.Payload, o.maxRetry, ms(o.timeout), ms(o.delay), at,
+			ukey, max(ms(o.uniqueTTL), 1), keep, excl}})
 	}
 
 	var calls []*scriptCall
@@ -176,7 +195,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		all := byQueue[q]
 		for start := 0; start < len(all); start += batchChunk {
 			chunk := all[start:min(start+batchChunk, len(all))]
-			args := make([]any, 1, 1+7*len(chunk))
+			args := make([]any, 1, 1+11*len(chunk))
 			args[0] = qk.jobPrefix
 			idx := make([]int, len(chunk))
 			for k, p := range chunk {
@@ -192,13 +211,19 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
 	for k, call := range calls {
-		codes, err := call.cmd.Int64Slice()
+		codes, err := call.cmd.Slice()
 		if err != nil || len(codes) != len(owners[k]) {
-			return nil, fmt.Errorf("enqueue: unexpected script reply: %v %v", codes, err)
+			return nil, fmt.Errorf("enqueue: %w: %v %v", errBadReply, codes, err)
 		}
 		for n, code := range codes {
-			if code == 0 {
-				results[owners[k][n]].Err = ErrDuplicate
+			r := &results[owners[k][n]]
+			switch v := code.(type) {
+			case int64:
+				if v == 0 {
+					r.Err = ErrDuplicate
+				}
+			case string: // a unique job: the ID of the job holding the key
+				r.ID, r.Err = v, ErrDuplicate
 			}
 		}
 	}
@@ -296,3 +321,7 @@ func (c *Client) run(ctx context.Context, s *redis.Script, keys []string, args .
 }
 
 var errBadReply = errors.New("queue: unexpected script reply")
+
+// ExclusiveLock returns the name of the lock an exclusive job with the given key runs
+// under (see [Exclusive]).
+func (c *Client) ExclusiveLock(key string) string { return c.keys.exclusiveLock(key) }

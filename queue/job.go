@@ -38,6 +38,8 @@ type Job struct {
 	Worker     string    // worker of the latest attempt
 	LastError  string
 	Result     []byte
+	// Exclusive is the lock key of an exclusive job (see [Exclusive]); empty otherwise.
+	Exclusive string
 
 	// Lease is the fencing token of the current claim, set on jobs returned by
 	// [Client.Claim]. Heartbeat, Ack, Fail and HandBack must present it.
@@ -62,6 +64,7 @@ func decodeJob(queue, id string, h map[string]string) *Job {
 		Worker:    h["worker"],
 		LastError: h["last_error"],
 		Lease:     h["lease"],
+		Exclusive: h["exclusive"],
 	}
 	j.FinishedAt = msTime(h["finished_at"])
 	if r, ok := h["result"]; ok {
@@ -115,6 +118,7 @@ type jobJSON struct {
 	LastError     string     `json:"last_error"`
 	Result        string     `json:"result"`
 	ResultBase64  bool       `json:"result_base64,omitempty"`
+	Exclusive     string     `json:"exclusive,omitempty"`
 }
 
 // MarshalJSON renders the job in the CLI's JSON contract (see README).
@@ -124,7 +128,7 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		MaxRetry: j.MaxRetry, TimeoutS: j.Timeout.Seconds(),
 		CreatedAt: jsonTime(j.CreatedAt), RunAt: jsonTime(j.RunAt),
 		StartedAt: jsonTime(j.StartedAt), FinishedAt: jsonTime(j.FinishedAt),
-		Worker: j.Worker, LastError: j.LastError,
+		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive,
 	}
 	v.Payload, v.PayloadBase64 = text(j.Payload)
 	v.Result, v.ResultBase64 = text(j.Result)

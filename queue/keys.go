@@ -37,6 +37,16 @@ func (k keys) queue(name string) queueKeys {
 
 func (q queueKeys) job(id string) string { return q.jobPrefix + id }
 
+// unique is the dedup key of a unique job: in the queue's slot, so the enqueue script can
+// take it atomically with the job.
+func (q queueKeys) unique(key string) string {
+	return q.jobPrefix[:len(q.jobPrefix)-len("job:")] + "unique:" + key
+}
+
+// exclusiveLock names the lock an exclusive job runs under. It is not in any queue's slot:
+// exclusive keys are shared across queues, and only redsync touches the lock (one key).
+func (k keys) exclusiveLock(key string) string { return k.prefix + ":lock:exclusive:" + key }
+
 // queueOfWake returns the queue name in a wake list key ("jobs:{q}:wake" -> "q").
 func (k keys) queueOfWake(key string) string {
 	start := len(k.prefix) + 2

@@ -133,13 +133,14 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 	return State(res[0]), nil
 }
 
-// HandBack returns a claimed job that the worker will not finish (it is shutting down) to
-// the head of its queue's ready list without counting the attempt, so another worker
-// takes it at once.
-func (c *Client) HandBack(ctx context.Context, job *Job) error {
+// HandBack gives back a claimed job the worker will not run to the end, without counting
+// the attempt. With after = 0 (the worker is shutting down) the job goes to the head of
+// its queue's ready list, so another worker takes it at once; with after > 0 (an
+// exclusive job whose lock is held) it is scheduled that far ahead.
+func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) error {
 	qk := c.keys.queue(job.Queue)
-	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.wake},
-		qk.jobPrefix, job.ID, job.Lease).Int64Slice()
+	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake},
+		qk.jobPrefix, max(ms(after), 0), job.ID, job.Lease).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("hand back %s: %w", job.ID, err)
 	}

@@ -309,7 +309,7 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 	if _, err := c.Fail(ctx, stale, "stale", 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("stale Fail() err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.HandBack(ctx, stale); !errors.Is(err, ErrLeaseLost) {
+	if err := c.HandBack(ctx, stale, 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("stale HandBack() err = %v, want ErrLeaseLost", err)
 	}
 	if err := c.Ack(ctx, fresh, []byte("fresh")); err != nil {
@@ -357,7 +357,7 @@ func TestHandBackGoesFirstWithoutCountingTheAttempt(t *testing.T) {
 	id := mustEnqueue(t, c, "a")
 	mustEnqueue(t, c, "a")
 	j := claimOne(t, c, "default", time.Second, "w")
-	if err := c.HandBack(ctx, j); err != nil {
+	if err := c.HandBack(ctx, j, 0); err != nil {
 		t.Fatalf("HandBack() err = %v", err)
 	}
 	again := claimOne(t, c, "default", time.Second, "w")

@@ -22,6 +22,11 @@ type options struct {
 	maxRetry    int
 	maxRetrySet bool
 	timeout     time.Duration
+	uniqueTTL   time.Duration
+	uniqueKey   string
+	uniqueKeep  bool
+	exclusive   bool
+	exclKey     string
 	errs        []error
 }
 
@@ -67,6 +72,36 @@ func Timeout(d time.Duration) Option {
 	}
 }
 
+// Unique makes the job unique for ttl: while its unique key lives, enqueuing another job
+// with the same key on the same queue returns ErrDuplicate and the first job's ID. The
+// key defaults to the job type and a hash of the payload (see UniqueKey). It is released
+// when the job finishes (done or dead), or at ttl, whichever comes first; see
+// UniqueUntilExpiry.
+func Unique(ttl time.Duration) Option {
+	return func(o *options) {
+		if ttl <= 0 {
+			o.errs = append(o.errs, invalid("unique ttl %s must be positive", ttl))
+		}
+		o.uniqueTTL = ttl
+	}
+}
+
+// UniqueKey sets the unique key explicitly (with Unique), instead of type + payload hash:
+// for example "invoice:42" to allow one invoice job per invoice whatever its payload.
+func UniqueKey(key string) Option { return func(o *options) { o.uniqueKey = key } }
+
+// UniqueUntilExpiry keeps a unique job's key for its whole ttl even after the job has
+// finished: at most one such job per ttl window ("send this digest at most hourly").
+func UniqueUntilExpiry() Option { return func(o *options) { o.uniqueKeep = true } }
+
+// Exclusive makes workers run the job only while holding a lock named key (default: the
+// job type), so no two exclusive jobs with the same key run at once anywhere. A worker
+// that finds the lock held puts the job back to run a little later, without counting an
+// attempt.
+func Exclusive(key string) Option {
+	return func(o *options) { o.exclusive, o.exclKey = true, key }
+}
+
 func resolve(opts []Option) (options, error) {
 	o := options{queue: DefaultQueue, maxRetry: DefaultMaxRetry, timeout: DefaultTimeout}
 	for _, opt := range opts {
@@ -84,6 +119,19 @@ func resolve(opts []Option) (options, error) {
 	if o.id != "" {
 		if err := validateID(o.id); err != nil {
 			return o, err
+		}
+	}
+	if o.uniqueTTL == 0 && (o.uniqueKey != "" || o.uniqueKeep) {
+		return o, invalid("UniqueKey and UniqueUntilExpiry need Unique(ttl)")
+	}
+	for what, k := range map[string]string{"unique key": o.uniqueKey, "exclusive key": o.exclKey} {
+		if len(k) > 200 {
+			return o, invalid("%s is %d bytes, the limit is 200", what, len(k))
+		}
+		if k != "" {
+			if err := printable(what, k); err != nil {
+				return o, err
+			}
 		}
 	}
 	return o, nil

@@ -6,6 +6,7 @@
 -- ARGV[3+3k .. 5+3k]            id, lease token, result: one group per job
 -- Returns  one integer per job: 1 done, 0 lease lost (nothing changed for that job).
 -- Clock    Redis TIME.
+--          A unique job's key is released (see enqueue.lua) unless it asked to keep it.
 -- Invariant only the holder of the current lease token can finish a job, so a worker whose
 --          lease expired and whose job was claimed again cannot overwrite the new run.
 
@@ -19,6 +20,7 @@ for i = 3, #ARGV, 3 do
     table.insert(out, 0)
   else
     redis.call('ZREM', active, id)
+    release_unique(key, id)
     if retention <= 0 then
       redis.call('DEL', key)
     else

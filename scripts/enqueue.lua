@@ -4,29 +4,47 @@
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
--- ARGV[2+7k .. 8+7k], one group per job:
+-- ARGV[2+11k .. 12+11k], one group per job:
 --          id, type, payload, max_retry, timeout_ms,
---          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms)
--- Returns  one integer per job, in order: 1 enqueued, 0 duplicate (a job with that ID
---          exists in this queue; nothing was written for it).
+--          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
+--          unique_key ("" = not unique; else the key jobs:{q}:unique:<k>), unique_ttl_ms,
+--          unique_keep ("1": keep the key until its TTL, not just until the job finishes),
+--          exclusive ("" = not exclusive; else the lock name workers run it under)
+-- Returns  one entry per job, in order: 1 enqueued; 0 duplicate ID (a job with that ID
+--          exists in this queue); or, for a unique job whose key is held, the ID of the
+--          job holding it. Nothing is written for a duplicate.
 -- Clock    Redis TIME; at_ms is the only client time and is taken as given.
--- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing.
+-- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing;
+--          a unique key is taken in the same step, so of concurrent enqueues one wins.
 
 local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
 local now = now_ms()
 local out, ready_n, scheduled_n = {}, 0, 0
-for i = 2, #ARGV, 7 do
+for i = 2, #ARGV, 11 do
   local id = ARGV[i]
   local key = prefix .. id
+  local ukey = ARGV[i + 7]
+  local holder = false
+  if ukey ~= '' then holder = redis.call('GET', ukey) end
   if redis.call('EXISTS', key) == 1 then
     table.insert(out, 0)
+  elseif holder then
+    table.insert(out, holder)
   else
     local at = tonumber(ARGV[i + 6])
     local run_at = at
     if at == 0 then run_at = now + tonumber(ARGV[i + 5]) end
     local fields = {'type', ARGV[i + 1], 'payload', ARGV[i + 2], 'max_retry', ARGV[i + 3],
       'timeout_ms', ARGV[i + 4], 'attempt', 0, 'created_at', now}
+    if ukey ~= '' then
+      redis.call('SET', ukey, id, 'PX', ARGV[i + 8])
+      table.insert(fields, 'unique_key'); table.insert(fields, ukey)
+      if ARGV[i + 9] == '1' then table.insert(fields, 'unique_keep'); table.insert(fields, '1') end
+    end
+    if ARGV[i + 10] ~= '' then
+      table.insert(fields, 'exclusive'); table.insert(fields, ARGV[i + 10])
+    end
     if run_at > now then
       table.insert(fields, 'state'); table.insert(fields, 'scheduled')
       table.insert(fields, 'run_at'); table.insert(fields, run_at)

@@ -9,11 +9,21 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- release_unique deletes the unique key a finished job holds (its hash's unique_key field),
+-- unless the job asked to keep it until its TTL, or the key now belongs to another job.
+local function release_unique(key, id)
+  local u = redis.call('HMGET', key, 'unique_key', 'unique_keep')
+  if u[1] and not u[2] and redis.call('GET', u[1]) == id then
+    redis.call('DEL', u[1])
+  end
+end
+
 -- to_dead moves a job to the dead set (it is already out of every other set), expires its
 -- hash after retention_ms, and keeps the dead set to entries younger than retention_ms and
 -- at most dead_max of them, deleting the hashes of the entries it drops.
 local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max)
   local key = job_prefix .. id
+  release_unique(key, id)
   redis.call('HSET', key, 'state', 'dead', 'finished_at', now)
   redis.call('HDEL', key, 'lease')
   redis.call('PEXPIRE', key, retention_ms)

@@ -37,6 +37,7 @@ func (e *retryRequested) Error() string { return e.msg }
 // its timeout.
 var (
 	errLeaseLost = errors.New("worker: lease lost")
+	errLockLost  = errors.New("worker: exclusive lock lost")
 	errShutdown  = errors.New("worker: shutting down")
 )
 

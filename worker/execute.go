@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
+	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -35,6 +37,23 @@ func (w *Worker) execute(ctx context.Context, r *run) {
 	timeout := job.Timeout
 	if timeout <= 0 {
 		timeout = queue.DefaultTimeout
+	}
+	if job.Exclusive != "" {
+		lk, err := w.locker.TryLock(ctx, w.client.ExclusiveLock(job.Exclusive), 2*w.cfg.Lease)
+		if err != nil {
+			w.deferExclusive(ctx, log, job, err)
+			return
+		}
+		// Lost (expired while Redis was unreachable): another worker may start its twin.
+		lk.KeepAlive(func(error) { r.cancel(errLockLost) })
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+			defer cancel()
+			if err := lk.Release(rctx); err != nil && !errors.Is(err, lock.ErrLost) {
+				log.LogAttrs(rctx, slog.LevelWarn, "cannot release exclusive lock; it expires by itself",
+					slog.String("error", err.Error()))
+			}
+		}()
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -72,6 +91,29 @@ func (w *Worker) execute(ctx context.Context, r *run) {
 	w.settle(rctx, log, job, o, cause)
 }
 
+// ExclusiveRetryDelay is about how long an exclusive job whose lock is held waits before
+// it is tried again (with +-50% jitter, so waiting jobs do not all retry in step).
+const ExclusiveRetryDelay = time.Second
+
+// deferExclusive gives back an exclusive job whose lock is held elsewhere (or could not be
+// taken): scheduled a little later, no attempt counted.
+func (w *Worker) deferExclusive(ctx context.Context, log *slog.Logger, job *queue.Job, why error) {
+	delay := ExclusiveRetryDelay/2 + rand.N(ExclusiveRetryDelay)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	if err := w.client.HandBack(rctx, job, delay); err != nil {
+		log.LogAttrs(rctx, slog.LevelWarn, "cannot defer exclusive job; it will be retried after its lease",
+			slog.String("error", err.Error()))
+		return
+	}
+	level := slog.LevelDebug
+	if !errors.Is(why, lock.ErrHeld) {
+		level = slog.LevelWarn // Redis trouble, not mere contention
+	}
+	log.LogAttrs(rctx, level, "exclusive job deferred", slog.String("reason", why.Error()),
+		slog.Duration("retry_in", delay))
+}
+
 // settle reports the attempt's outcome to Redis.
 func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o outcome, cause error) {
 	var err error
@@ -82,7 +124,7 @@ func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o
 			log.LogAttrs(ctx, slog.LevelDebug, "job done", slog.Duration("took", time.Since(job.StartedAt)))
 		}
 	case errors.Is(cause, errShutdown):
-		err = w.client.HandBack(ctx, job)
+		err = w.client.HandBack(ctx, job, 0)
 		if err == nil {
 			log.LogAttrs(ctx, slog.LevelInfo, "job handed back: worker is shutting down")
 		}

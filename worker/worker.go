@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -99,6 +100,7 @@ func (c Config) validate() error {
 // Worker claims jobs from its queues and runs them with its Handler.
 type Worker struct {
 	client *queue.Client
+	locker *lock.Locker
 	cfg    Config
 	log    *slog.Logger
 	queues []string // sorted, for deterministic logs and the wait call
@@ -125,7 +127,7 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{client: client, cfg: cfg, running: map[string]*run{}, freed: make(chan struct{}, 1)}
+	w := &Worker{client: client, locker: lock.New(client.Redis()), cfg: cfg, running: map[string]*run{}, freed: make(chan struct{}, 1)}
 	w.log = cfg.Logger.With(slog.String(attrWorker, cfg.ID))
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)

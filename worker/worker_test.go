@@ -453,3 +453,42 @@ func TestDefaultBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestExclusiveJobsNeverOverlap(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var running, peak, runs atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		runs.Add(1)
+		if j.Type != "report" {
+			return nil
+		}
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+		return nil
+	})
+	// Two workers, as two processes would be: each has free slots for every job.
+	startWorker(t, c, Config{Handler: h, Concurrency: 5})
+	startWorker(t, c, Config{Handler: h, Concurrency: 5})
+	var ids []string
+	for range 8 {
+		ids = append(ids, enqueue(t, c, "report", "", queue.Exclusive("")))
+	}
+	other := enqueue(t, c, "free", "") // not exclusive: runs alongside
+	for _, id := range ids {
+		if j := waitState(t, c, "default", id, queue.StateDone, 30*time.Second); j.Attempt != 1 {
+			t.Errorf("job %s attempt %d: deferrals must not count as attempts", id, j.Attempt)
+		}
+	}
+	waitState(t, c, "default", other, queue.StateDone, 5*time.Second)
+	if peak.Load() != 1 || runs.Load() != 9 {
+		t.Errorf("%d exclusive jobs ran at once, %d runs; want 1 at a time, 9 runs", peak.Load(), runs.Load())
+	}
+}

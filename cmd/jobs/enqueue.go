@@ -18,7 +18,8 @@ func enqueueCommand(e *env) *cli.Command {
 		Description: "PAYLOAD is stored as given; - reads it from stdin. Examples:\n\n" +
 			"   jobs enqueue email '{\"to\":\"ann@example.com\"}'\n" +
 			"   jobs enqueue --delay 10m --queue reports report:daily\n" +
-			"   jobs enqueue --id order-42 charge - < order.json   # exits 3 if order-42 exists",
+			"   jobs enqueue --id order-42 charge - < order.json   # exits 3 if order-42 exists\n" +
+			"   jobs enqueue --unique-for 1h digest '{\"user\":7}'  # exits 3 and prints the first ID within the hour",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Value: queue.DefaultQueue, Usage: "queue to put the job on"},
 			&cli.DurationFlag{Name: "delay", Usage: "run after this long (e.g. 30s, 5m)"},
@@ -26,6 +27,11 @@ func enqueueCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "max-retry", Value: queue.DefaultMaxRetry, Usage: "retries after the first attempt before the job is dead"},
 			&cli.DurationFlag{Name: "timeout", Value: queue.DefaultTimeout, Usage: "limit of one attempt"},
 			&cli.StringFlag{Name: "id", Usage: "explicit job ID; enqueuing an existing ID exits 3"},
+			&cli.DurationFlag{Name: "unique-for", Usage: "reject (exit 3, printing the first job's ID) the same type+payload on this queue for this long, or until the first job finishes"},
+			&cli.StringFlag{Name: "unique-key", Usage: "with --unique-for: the dedup key instead of type+payload"},
+			&cli.BoolFlag{Name: "unique-until-expiry", Usage: "with --unique-for: keep the key for the whole duration, even after the job finishes"},
+			&cli.BoolFlag{Name: "exclusive", Usage: "never run two jobs with the same exclusive key at once (key: the job type)"},
+			&cli.StringFlag{Name: "exclusive-key", Usage: "the exclusive key (implies --exclusive)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 1 || c.NArg() > 2 {
@@ -54,6 +60,18 @@ func enqueueCommand(e *env) *cli.Command {
 			if c.IsSet("id") {
 				opts = append(opts, queue.ID(c.String("id")))
 			}
+			if c.IsSet("unique-for") {
+				opts = append(opts, queue.Unique(c.Duration("unique-for")))
+			}
+			if c.IsSet("unique-key") {
+				opts = append(opts, queue.UniqueKey(c.String("unique-key")))
+			}
+			if c.Bool("unique-until-expiry") {
+				opts = append(opts, queue.UniqueUntilExpiry())
+			}
+			if c.Bool("exclusive") || c.IsSet("exclusive-key") {
+				opts = append(opts, queue.Exclusive(c.String("exclusive-key")))
+			}
 			client, err := connect(c)
 			if err != nil {
 				return err
@@ -62,7 +80,7 @@ func enqueueCommand(e *env) *cli.Command {
 			id, err := client.Enqueue(c.Context, typ, payload, opts...)
 			if errors.Is(err, queue.ErrDuplicate) {
 				fmt.Fprintln(e.stdout, id)
-				return &exitCodeError{exitDuplicate, fmt.Errorf("job %s already exists in queue %s", id, c.String("queue"))}
+				return &exitCodeError{exitDuplicate, fmt.Errorf("duplicate: job %s already exists in queue %s", id, c.String("queue"))}
 			}
 			if err != nil {
 				return err

@@ -121,6 +121,23 @@ func TestEnqueueDuplicateIDExits3(t *testing.T) {
 	}
 }
 
+func TestEnqueueUniqueExits3WithFirstID(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	first := jobs(t, p, "", "enqueue", "--unique-for", "1h", "digest", `{"user":7}`)
+	if first.code != 0 {
+		t.Fatalf("first = %+v", first)
+	}
+	r := jobs(t, p, "", "enqueue", "--unique-for", "1h", "digest", `{"user":7}`)
+	if r.code != 3 || r.stdout != first.stdout || !strings.Contains(r.stderr, "duplicate") {
+		t.Errorf("second = %+v, want exit 3 and the first ID %q", r, first.stdout)
+	}
+	r = jobs(t, p, "", "enqueue", "--exclusive-key", "reports", "report")
+	if r.code != 0 || !strings.Contains(jobs(t, p, "", "inspect", "--json", strings.TrimSpace(r.stdout)).stdout, `"exclusive":"reports"`) {
+		t.Errorf("--exclusive-key not stored: %+v", r)
+	}
+}
+
 func TestBadUsage(t *testing.T) {
 	t.Parallel()
 	p := redistest.Prefix(t)
@@ -139,6 +156,8 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"enqueue", "has space"}, 2, "job type"},
 		{[]string{"enqueue", "--delay", "1s", "--at", "2030-01-01T00:00:00Z", "t"}, 2, "both"},
 		{[]string{"nosuch"}, 2, "unknown command"},
+		{[]string{"enqueue", "--unique-key", "k", "t"}, 2, "need Unique"},
+		{[]string{"enqueue", "--unique-for", "-1s", "t"}, 2, "unique ttl"},
 		{[]string{"inspect"}, 2, "one job ID"},
 		{[]string{"inspect", "NOPE"}, 1, "no job NOPE"},
 		{[]string{"worker"}, 2, "--run"},

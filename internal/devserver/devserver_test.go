@@ -71,7 +71,7 @@ func TestLifecycleScriptsRun(t *testing.T) {
 	}
 	c.Promote(ctx, "default")
 	j = claim(time.Second)
-	step("hand back", c.HandBack(ctx, j))
+	step("hand back", c.HandBack(ctx, j, 0))
 	j = claim(10 * time.Millisecond)
 	time.Sleep(20 * time.Millisecond)
 	if n, err := c.Reap(ctx, "default"); err != nil || n != 1 {
