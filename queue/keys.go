@@ -1,5 +1,10 @@
 package queue
 
+import (
+	"strconv"
+	"time"
+)
+
 // keys builds every Redis key name in the project: KEYS.md documents each one. All keys of
 // one queue share the hash tag {queue}, so each script touches one Redis Cluster slot.
 type keys struct {
@@ -55,4 +60,23 @@ func (k keys) queueOfWake(key string) string {
 		return ""
 	}
 	return key[start:end]
+}
+
+// CronKeys are the keys of the cron scheduler (package cron). They share the hash tag
+// {cron}, so a change to the entries and the version bump go in one MULTI on a cluster.
+type CronKeys struct {
+	Entries string // HASH: entry name -> entry JSON, the dynamic entries
+	State   string // HASH: entry name -> JSON {last_tick, last_job, next_tick}
+	Version string // STRING: counter bumped on every change of Entries
+}
+
+// CronKeys returns the cron scheduler's keys under the client's prefix.
+func (c *Client) CronKeys() CronKeys {
+	p := c.keys.prefix + ":{cron}:"
+	return CronKeys{Entries: p + "entries", State: p + "state", Version: p + "version"}
+}
+
+// CronTickLock names the lock the schedulers race for to fire entry name's tick.
+func (c *Client) CronTickLock(name string, tick time.Time) string {
+	return c.keys.prefix + ":cron:lock:" + name + ":" + strconv.FormatInt(tick.Unix(), 10)
 }

@@ -1,0 +1,129 @@
+package cron
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/shellwords"
+	"github.com/jobs-dev/jobs/queue"
+	robfig "github.com/robfig/cron/v3"
+)
+
+// Entry is one cron entry: on each tick of Spec, one job of Type with Payload is enqueued
+// on Queue (exactly once, however many schedulers run).
+type Entry struct {
+	// Name identifies the entry; ticks are deduplicated by (Name, tick).
+	Name string `json:"name"`
+	// Spec is when it fires: six fields with seconds ("0 30 3 * * *"), five without
+	// (seconds = 0), or a descriptor (@every 5s, @hourly, @daily, ...), optionally
+	// prefixed with CRON_TZ=Area/City. @every ticks are aligned to multiples of the
+	// interval, so every scheduler computes the same ticks.
+	Spec    string `json:"spec"`
+	Type    string `json:"type"`
+	Payload string `json:"payload,omitempty"`
+	// Queue defaults to "default".
+	Queue string `json:"queue,omitempty"`
+	// MaxRetry of the enqueued jobs; nil means queue.DefaultMaxRetry.
+	MaxRetry *int `json:"max_retry,omitempty"`
+	// Timeout of the enqueued jobs; zero means queue.DefaultTimeout.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Exclusive jobs run under a lock keyed by the entry name, so a long run never
+	// overlaps the next tick's run.
+	Exclusive bool `json:"exclusive,omitempty"`
+	// CatchUp fires the latest tick missed while no scheduler ran, once, on start.
+	// Default: missed ticks are skipped.
+	CatchUp bool `json:"catch_up,omitempty"`
+}
+
+// parser accepts 5 or 6 fields (seconds optional) and descriptors; CRON_TZ= / TZ=
+// prefixes are handled by robfig's parser.
+var parser = robfig.NewParser(robfig.SecondOptional | robfig.Minute | robfig.Hour |
+	robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
+
+// Schedule parses a spec into its schedule, with @every aligned to multiples of its
+// interval (robfig's counts from whenever it is asked, which differs per scheduler).
+func Schedule(spec string) (robfig.Schedule, error) {
+	s, err := parser.Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
+	}
+	if every, ok := s.(robfig.ConstantDelaySchedule); ok {
+		return aligned{every.Delay}, nil
+	}
+	return s, nil
+}
+
+// aligned fires at every multiple of d (since Go's zero time; for intervals that divide
+// a day, at the same clock times every day).
+type aligned struct{ d time.Duration }
+
+func (a aligned) Next(t time.Time) time.Time { return t.Truncate(a.d).Add(a.d) }
+
+// Validate checks every field and parses the spec.
+func (e Entry) Validate() error {
+	if e.Name == "" || len(e.Name) > 100 || strings.ContainsAny(e.Name, " \t\r\n:") {
+		return fmt.Errorf("cron entry name %q: 1-100 characters, no spaces or ':'", e.Name)
+	}
+	if _, err := Schedule(e.Spec); err != nil {
+		return fmt.Errorf("cron entry %s: %w", e.Name, err)
+	}
+	if _, err := e.options(time.Time{}); err != nil {
+		return fmt.Errorf("cron entry %s: %w", e.Name, err)
+	}
+	if e.Type == "" || strings.ContainsAny(e.Type, " \t\r\n") {
+		return fmt.Errorf("cron entry %s: job type %q must be non-empty, without spaces", e.Name, e.Type)
+	}
+	return nil
+}
+
+// options are the enqueue options of the job for one tick: its ID is derived from the
+// entry and the tick, so a second enqueue of the same tick is a duplicate.
+func (e Entry) options(tick time.Time) ([]queue.Option, error) {
+	q := e.Queue
+	if q == "" {
+		q = queue.DefaultQueue
+	}
+	if err := queue.ValidateQueue(q); err != nil {
+		return nil, err
+	}
+	opts := []queue.Option{queue.On(q), queue.ID(JobID(e.Name, tick))}
+	if e.MaxRetry != nil {
+		if *e.MaxRetry < 0 {
+			return nil, fmt.Errorf("max retry %d is negative", *e.MaxRetry)
+		}
+		opts = append(opts, queue.MaxRetry(*e.MaxRetry))
+	}
+	if e.Timeout < 0 {
+		return nil, fmt.Errorf("timeout %s is negative", e.Timeout)
+	}
+	if e.Timeout > 0 {
+		opts = append(opts, queue.Timeout(e.Timeout))
+	}
+	if e.Exclusive {
+		opts = append(opts, queue.Exclusive("cron:"+e.Name))
+	}
+	return opts, nil
+}
+
+// JobID is the ID of the job entry name enqueues for tick.
+func JobID(name string, tick time.Time) string {
+	return fmt.Sprintf("cron:%s:%d", name, tick.Unix())
+}
+
+// ParseEntry reads the `--cron` form "NAME SPEC TYPE [PAYLOAD]", split like a shell
+// command line: quote SPEC when it has spaces, e.g. `nightly '0 0 3 * * *' report`.
+func ParseEntry(s string) (Entry, error) {
+	words, err := shellwords.Split(s)
+	if err != nil {
+		return Entry{}, fmt.Errorf("cron entry %q: %w", s, err)
+	}
+	if len(words) < 3 || len(words) > 4 {
+		return Entry{}, fmt.Errorf("cron entry %q: want NAME SPEC TYPE [PAYLOAD], with SPEC quoted when it has spaces ('*/5 * * * * *')", s)
+	}
+	e := Entry{Name: words[0], Spec: words[1], Type: words[2]}
+	if len(words) == 4 {
+		e.Payload = words[3]
+	}
+	return e, e.Validate()
+}

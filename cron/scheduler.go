@@ -1,0 +1,256 @@
+// Package cron fires cron entries: each tick of each entry enqueues exactly one job, however
+// many schedulers run. Every scheduler computes the same ticks; at a tick they race for a
+// redsync lock on (entry, tick) with TryLock, and the winner enqueues the job under an ID
+// derived from (entry, tick), so even a lock that expired early cannot produce a second
+// job (the enqueue is then a queue.ErrDuplicate). A killed scheduler costs no tick while
+// another runs.
+//
+// Entries come from Go (Config.Entries) and from Redis (Store), where `jobs cron add` puts
+// them; running schedulers pick up changes within Config.PollInterval.
+package cron
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/jobs-dev/jobs/lock"
+	"github.com/jobs-dev/jobs/queue"
+	robfig "github.com/robfig/cron/v3"
+)
+
+// Defaults for Config's zero fields.
+const (
+	DefaultPollInterval = 500 * time.Millisecond
+	DefaultLockTTL      = time.Minute
+	// fullReload is how often the dynamic entries are re-read even when the version key
+	// did not change (someone edited the hash by hand).
+	fullReload = 30 * time.Second
+)
+
+// Config configures a Scheduler. Zero fields mean their documented defaults.
+type Config struct {
+	// Entries are static entries, fired alongside the dynamic ones in Redis. A dynamic
+	// entry with the same name as a static one is ignored.
+	Entries []Entry
+	// PollInterval is how often the scheduler checks Redis for changed entries.
+	// Default: 500ms.
+	PollInterval time.Duration
+	// LockTTL is how long the lock on one (entry, tick) lives. It is never released: a
+	// scheduler that comes late to a tick must find it taken. Default: 1m.
+	LockTTL time.Duration
+	// Logger receives the scheduler's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// ID names this scheduler in logs. Default: host:pid:random.
+	ID string
+}
+
+// Scheduler fires cron entries; see the package doc.
+type Scheduler struct {
+	client *queue.Client
+	store  *Store
+	locker *lock.Locker
+	cfg    Config
+	log    *slog.Logger
+	static map[string]Entry
+}
+
+// New returns a Scheduler; it does nothing until Run. It fails on an invalid static entry
+// or two static entries with one name.
+func New(client *queue.Client, cfg Config) (*Scheduler, error) {
+	if client == nil {
+		return nil, errors.New("cron: nil queue client")
+	}
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.LockTTL = cmp.Or(cfg.LockTTL, DefaultLockTTL)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s:%d:%s", cmp.Or(host, "localhost"), os.Getpid(),
+			strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36))
+	}
+	if cfg.PollInterval < 0 || cfg.LockTTL < time.Second {
+		return nil, fmt.Errorf("cron: Config.PollInterval must be positive and LockTTL at least 1s")
+	}
+	s := &Scheduler{client: client, store: NewStore(client), locker: lock.New(client.Redis()),
+		cfg: cfg, log: cfg.Logger.With(slog.String("scheduler_id", cfg.ID)), static: map[string]Entry{}}
+	for _, e := range cfg.Entries {
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := s.static[e.Name]; dup {
+			return nil, fmt.Errorf("cron: two entries named %q", e.Name)
+		}
+		s.static[e.Name] = e
+	}
+	return s, nil
+}
+
+// planned is an entry with its schedule and next tick.
+type planned struct {
+	entry Entry
+	sched robfig.Schedule
+	next  time.Time
+}
+
+// Run fires entries until ctx is cancelled, then returns nil. Redis errors are logged and
+// retried; they never stop it.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.log.LogAttrs(ctx, slog.LevelInfo, "scheduler started", slog.Int("static_entries", len(s.static)))
+	plan := map[string]*planned{}
+	version := int64(-1)
+	var nextPoll, lastFull time.Time
+	first := true
+	for ctx.Err() == nil {
+		now := time.Now()
+		if !now.Before(nextPoll) {
+			nextPoll = now.Add(s.cfg.PollInterval)
+			v, err := s.store.Version(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.LogAttrs(ctx, slog.LevelWarn, "cannot read cron entries", slog.String("error", err.Error()))
+				}
+			} else if v != version || now.Sub(lastFull) > fullReload {
+				if s.reload(ctx, plan, now, first) {
+					version, lastFull, first = v, now, false
+				}
+			}
+		}
+		for _, p := range plan {
+			if !p.next.After(now) {
+				s.fire(ctx, p, p.next)
+				// Ticks missed while firing (Redis slow, process paused) are skipped.
+				p.next = p.sched.Next(time.Now())
+			}
+		}
+		wake := nextPoll
+		for _, p := range plan {
+			if p.next.Before(wake) {
+				wake = p.next
+			}
+		}
+		t := time.NewTimer(time.Until(wake))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	s.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "scheduler stopped")
+	return nil
+}
+
+// reload merges the static entries with the dynamic ones from Redis into plan, keeping
+// the next tick of unchanged entries. On the first load it fires the latest missed tick
+// of catch-up entries. It reports whether the dynamic entries could be read.
+func (s *Scheduler) reload(ctx context.Context, plan map[string]*planned, now time.Time, first bool) bool {
+	dynamic, err := s.store.List(ctx)
+	if err != nil && dynamic == nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "cannot read cron entries", slog.String("error", err.Error()))
+		return false
+	}
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "skipping broken cron entries", slog.String("error", err.Error()))
+	}
+	want := map[string]Entry{}
+	for _, e := range dynamic {
+		if _, clash := s.static[e.Name]; clash {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "dynamic cron entry ignored: a static entry has its name",
+				slog.String("entry", e.Name))
+			continue
+		}
+		want[e.Name] = e
+	}
+	for name, e := range s.static {
+		want[name] = e
+	}
+	for name := range plan {
+		if _, ok := want[name]; !ok {
+			delete(plan, name)
+			s.log.LogAttrs(ctx, slog.LevelInfo, "cron entry removed", slog.String("entry", name))
+		}
+	}
+	var states map[string]State
+	for name, e := range want {
+		if p, ok := plan[name]; ok && reflect.DeepEqual(p.entry, e) {
+			continue
+		}
+		sched, err := Schedule(e.Spec)
+		if err != nil { // validated on load; cannot happen
+			continue
+		}
+		p := &planned{entry: e, sched: sched, next: sched.Next(now)}
+		plan[name] = p
+		s.log.LogAttrs(ctx, slog.LevelInfo, "cron entry loaded", slog.String("entry", name),
+			slog.String("spec", e.Spec), slog.Time("next_tick", p.next))
+		if first && e.CatchUp {
+			if states == nil {
+				states, _ = s.store.States(ctx)
+			}
+			if tick := lastMissed(sched, states[name].LastTick, now); !tick.IsZero() {
+				s.log.LogAttrs(ctx, slog.LevelInfo, "catching up a missed tick",
+					slog.String("entry", name), slog.Time("tick", tick))
+				s.fire(ctx, p, tick)
+			}
+		}
+	}
+	return true
+}
+
+// lastMissed returns the latest tick after last and not after now, or zero when there is
+// none (or the entry never fired: nothing was missed).
+func lastMissed(sched robfig.Schedule, last, now time.Time) time.Time {
+	if last.IsZero() {
+		return time.Time{}
+	}
+	var missed time.Time
+	for t, n := sched.Next(last), 0; !t.After(now) && n < 1_000_000; t, n = sched.Next(t), n+1 {
+		missed = t
+	}
+	return missed
+}
+
+// fire enqueues p's job for tick unless another scheduler already did.
+func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
+	e := p.entry
+	log := s.log.With(slog.String("entry", e.Name), slog.Time("tick", tick))
+	_, err := s.locker.TryLock(ctx, s.client.CronTickLock(e.Name, tick), s.cfg.LockTTL)
+	if errors.Is(err, lock.ErrHeld) {
+		log.LogAttrs(ctx, slog.LevelDebug, "tick fired by another scheduler")
+		return
+	}
+	if err != nil {
+		// Without the lock we still try: the job ID makes a second enqueue a duplicate.
+		log.LogAttrs(ctx, slog.LevelWarn, "cron lock failed; enqueuing anyway (the job ID dedups)",
+			slog.String("error", err.Error()))
+	}
+	opts, err := e.options(tick)
+	if err != nil {
+		log.LogAttrs(ctx, slog.LevelError, "invalid cron entry", slog.String("error", err.Error()))
+		return
+	}
+	id, err := s.client.Enqueue(ctx, e.Type, []byte(e.Payload), opts...)
+	switch {
+	case errors.Is(err, queue.ErrDuplicate):
+		log.LogAttrs(ctx, slog.LevelDebug, "tick already enqueued")
+		return
+	case err != nil:
+		log.LogAttrs(ctx, slog.LevelError, "cron tick lost: cannot enqueue", slog.String("error", err.Error()))
+		return
+	}
+	log.LogAttrs(ctx, slog.LevelDebug, "cron fired", slog.String("job_id", id),
+		slog.Duration("late", time.Since(tick)))
+	st := State{LastTick: tick, LastJob: id, NextTick: p.sched.Next(time.Now())}
+	if err := s.store.record(ctx, e.Name, st); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "cannot record cron state", slog.String("error", err.Error()))
+	}
+}

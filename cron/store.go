@@ -1,0 +1,128 @@
+package cron
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotFound: no dynamic entry has that name.
+var ErrNotFound = errors.New("cron: no such entry")
+
+// Store holds the dynamic entries in Redis (jobs:{cron}:entries), which every running
+// scheduler picks up within about half a second of a change, and each entry's state.
+type Store struct {
+	rdb  redis.UniversalClient
+	keys queue.CronKeys
+}
+
+// NewStore returns the store of client's Redis and prefix.
+func NewStore(client *queue.Client) *Store {
+	return &Store{rdb: client.Redis(), keys: client.CronKeys()}
+}
+
+// Add validates e and adds or replaces the dynamic entry of that name.
+func (s *Store) Add(ctx context.Context, e Entry) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, s.keys.Entries, e.Name, b)
+		p.Incr(ctx, s.keys.Version)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add cron entry %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// Remove deletes the dynamic entry name, or returns ErrNotFound.
+func (s *Store) Remove(ctx context.Context, name string) error {
+	var del *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		del = p.HDel(ctx, s.keys.Entries, name)
+		p.HDel(ctx, s.keys.State, name)
+		p.Incr(ctx, s.keys.Version)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove cron entry %s: %w", name, err)
+	}
+	if del.Val() == 0 {
+		return fmt.Errorf("remove cron entry %s: %w", name, ErrNotFound)
+	}
+	return nil
+}
+
+// List returns the dynamic entries, sorted by name. An entry that no longer decodes or
+// validates is returned with its error, never silently dropped.
+func (s *Store) List(ctx context.Context) ([]Entry, error) {
+	h, err := s.rdb.HGetAll(ctx, s.keys.Entries).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list cron entries: %w", err)
+	}
+	entries := make([]Entry, 0, len(h))
+	var bad []error
+	for name, raw := range h {
+		var e Entry
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			bad = append(bad, fmt.Errorf("cron entry %s: %w", name, err))
+			continue
+		}
+		if err := e.Validate(); err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	return entries, errors.Join(bad...)
+}
+
+// Version returns the change counter of the dynamic entries.
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	v, err := s.rdb.Get(ctx, s.keys.Version).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// State is what the schedulers recorded about an entry.
+type State struct {
+	LastTick time.Time `json:"last_tick"`
+	LastJob  string    `json:"last_job"`
+	NextTick time.Time `json:"next_tick"`
+}
+
+// States returns the recorded state of every entry that has fired.
+func (s *Store) States(ctx context.Context) (map[string]State, error) {
+	h, err := s.rdb.HGetAll(ctx, s.keys.State).Result()
+	if err != nil {
+		return nil, fmt.Errorf("cron states: %w", err)
+	}
+	out := make(map[string]State, len(h))
+	for name, raw := range h {
+		var st State
+		if json.Unmarshal([]byte(raw), &st) == nil {
+			out[name] = st
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) record(ctx context.Context, name string, st State) error {
+	b, _ := json.Marshal(st)
+	return s.rdb.HSet(ctx, s.keys.State, name, b).Err()
+}
