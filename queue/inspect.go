@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/redis/go-redis/v9"
@@ -58,4 +59,126 @@ func (c *Client) Find(ctx context.Context, id string) (*Job, error) {
 		}
 	}
 	return nil, fmt.Errorf("find %s: %w", id, ErrNotFound)
+}
+
+// States lists every state, in lifecycle order.
+var states = []State{StateScheduled, StateReady, StateActive, StateRetry, StateDone, StateDead}
+
+// ParseState returns the State named s, or ErrInvalid.
+func ParseState(s string) (State, error) {
+	for _, st := range states {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", invalid("state %q: want one of scheduled, ready, active, retry, done, dead", s)
+}
+
+// List returns up to limit jobs of queue in state, skipping the first offset: ready jobs
+// in the order they will be claimed, scheduled and retry jobs by due time, active jobs by
+// lease deadline, dead jobs most recent first. Done jobs are in no index (only their
+// hashes remain, until retention): listing them scans the queue's job keys, which is
+// O(jobs in the queue) and unordered. An unknown queue is ErrNotFound.
+func (c *Client) List(ctx context.Context, queue string, state State, offset, limit int) ([]*Job, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return nil, err
+	}
+	if _, err := ParseState(string(state)); err != nil {
+		return nil, err
+	}
+	if offset < 0 || limit <= 0 {
+		return nil, invalid("offset %d and limit %d: want offset >= 0, limit > 0", offset, limit)
+	}
+	known, err := c.rdb.SIsMember(ctx, c.keys.queues(), queue).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", queue, err)
+	}
+	if !known {
+		return nil, fmt.Errorf("list: queue %q: %w", queue, ErrNotFound)
+	}
+	qk := c.keys.queue(queue)
+	var ids []string
+	stop := int64(offset + limit - 1)
+	switch state {
+	case StateReady:
+		ids, err = c.rdb.LRange(ctx, qk.ready, -stop-1, int64(-offset-1)).Result()
+		slices.Reverse(ids) // the right end is claimed first
+	case StateScheduled:
+		ids, err = c.rdb.ZRange(ctx, qk.scheduled, int64(offset), stop).Result()
+	case StateRetry:
+		ids, err = c.rdb.ZRange(ctx, qk.retry, int64(offset), stop).Result()
+	case StateActive:
+		ids, err = c.rdb.ZRange(ctx, qk.active, int64(offset), stop).Result()
+	case StateDead:
+		ids, err = c.rdb.ZRevRange(ctx, qk.dead, int64(offset), stop).Result()
+	case StateDone:
+		return c.listDone(ctx, queue, offset, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s %s: %w", queue, state, err)
+	}
+	return c.getMany(ctx, queue, ids, "")
+}
+
+// getMany reads the jobs with the given IDs in one round trip, skipping any whose hash is
+// gone (or, with want set, whose state differs).
+func (c *Client) getMany(ctx context.Context, queue string, ids []string, want State) ([]*Job, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	qk := c.keys.queue(queue)
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, qk.job(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read jobs of %s: %w", queue, err)
+	}
+	jobs := make([]*Job, 0, len(ids))
+	for i, cmd := range cmds {
+		h := cmd.Val()
+		if len(h) == 0 || (want != "" && State(h["state"]) != want) {
+			continue
+		}
+		j := decodeJob(queue, ids[i], h)
+		j.Lease = ""
+		jobs = append(jobs, j)
+	}
+	return jobs, nil
+}
+
+// listDone scans the queue's job hashes for done jobs.
+func (c *Client) listDone(ctx context.Context, queue string, offset, limit int) ([]*Job, error) {
+	qk := c.keys.queue(queue)
+	var out []*Job
+	skipped := 0
+	var cursor uint64
+	for {
+		keys, next, err := c.rdb.Scan(ctx, cursor, qk.jobPrefix+"*", 500).Result()
+		if err != nil {
+			return nil, fmt.Errorf("list %s done: %w", queue, err)
+		}
+		ids := make([]string, len(keys))
+		for i, k := range keys {
+			ids[i] = k[len(qk.jobPrefix):]
+		}
+		jobs, err := c.getMany(ctx, queue, ids, StateDone)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			if skipped < offset {
+				skipped++
+				continue
+			}
+			out = append(out, j)
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return out, nil
+		}
+	}
 }

@@ -47,7 +47,28 @@ type env struct {
 // run is the whole program: it parses args, runs the command and returns the exit code,
 // having printed any error as one line on stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	app := newApp(&env{stdin: stdin, stdout: stdout, stderr: stderr})
+	err := app.RunContext(ctx, hoistFlags(app, args))
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "jobs:", oneLine(err.Error()))
+	var ue *usageError
+	var ce *exitCodeError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.Is(err, queue.ErrInvalid), errors.Is(err, queue.ErrPayloadTooLarge):
+		return exitUsage
+	}
+	return exitError
+}
+
+// newApp builds the command tree.
+func newApp(e *env) *cli.App {
+	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	app := &cli.App{
 		Name:  "jobs",
 		Usage: "a Redis-only job system: enqueue, run and inspect jobs",
@@ -64,6 +85,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			workerCommand(e),
 			inspectCommand(e),
 			devCommand(e),
+			lsCommand(e),
+			schedulerCommand(e),
+			cronCommand(e),
 			benchCommand(e),
 		},
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
@@ -82,25 +106,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return usagef("no command given")
 		},
 	}
-	for _, cmd := range app.Commands {
-		cmd.OnUsageError = app.OnUsageError
+	var setUsage func([]*cli.Command)
+	setUsage = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			cmd.OnUsageError = app.OnUsageError
+			setUsage(cmd.Subcommands)
+		}
 	}
-	err := app.RunContext(ctx, args)
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintln(stderr, "jobs:", oneLine(err.Error()))
-	var ue *usageError
-	var ce *exitCodeError
-	switch {
-	case errors.As(err, &ue):
-		return exitUsage
-	case errors.As(err, &ce):
-		return ce.code
-	case errors.Is(err, queue.ErrInvalid), errors.Is(err, queue.ErrPayloadTooLarge):
-		return exitUsage
-	}
-	return exitError
+	setUsage(app.Commands)
+	return app
 }
 
 // connect opens the Redis named by --redis and checks that it answers, so a wrong address

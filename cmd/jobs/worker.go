@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -60,9 +59,9 @@ func workerCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-				return usagef("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+			logger, err := newLogger(e, c.String("log-level"))
+			if err != nil {
+				return err
 			}
 			if c.Int("concurrency") <= 0 {
 				return usagef("--concurrency %d: must be at least 1", c.Int("concurrency"))
@@ -85,7 +84,7 @@ func workerCommand(e *env) *cli.Command {
 				Concurrency:     c.Int("concurrency"),
 				Lease:           c.Duration("lease"),
 				ShutdownTimeout: c.Duration("shutdown-timeout"),
-				Logger:          slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level})),
+				Logger:          logger,
 			})
 			if err != nil {
 				return usagef("%v", err)

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jobs-dev/jobs/cron"
+	"github.com/urfave/cli/v2"
+)
+
+func cronCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "cron",
+		Usage: "add, list and remove the dynamic cron entries every `jobs scheduler` fires",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "add",
+				Usage:     "add or replace an entry; running schedulers pick it up within a second",
+				ArgsUsage: "NAME SPEC TYPE [PAYLOAD]",
+				Description: "SPEC is one argument: quote it. Examples:\n\n" +
+					"   jobs cron add nightly '0 0 3 * * *' report\n" +
+					"   jobs cron add --queue low --exclusive --catch-up sync '@every 5m' sync:all",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "queue", Usage: "queue of the jobs (default: default)"},
+					&cli.IntFlag{Name: "max-retry", Usage: "retries of each job (default: 10)"},
+					&cli.DurationFlag{Name: "timeout", Usage: "limit of one attempt (default: 30m)"},
+					&cli.BoolFlag{Name: "exclusive", Usage: "never run two of its jobs at once (a long run delays the next tick's)"},
+					&cli.BoolFlag{Name: "catch-up", Usage: "on start, fire the latest tick missed while no scheduler ran"},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() < 3 || c.NArg() > 4 {
+						return usagef("cron add takes NAME SPEC TYPE [PAYLOAD], got %d arguments (quote SPEC)", c.NArg())
+					}
+					entry := cron.Entry{Name: c.Args().Get(0), Spec: c.Args().Get(1), Type: c.Args().Get(2),
+						Payload: c.Args().Get(3), Queue: c.String("queue"), Timeout: c.Duration("timeout"),
+						Exclusive: c.Bool("exclusive"), CatchUp: c.Bool("catch-up")}
+					if c.IsSet("max-retry") {
+						n := c.Int("max-retry")
+						entry.MaxRetry = &n
+					}
+					if err := entry.Validate(); err != nil {
+						return usagef("%v", err)
+					}
+					client, err := connect(c)
+					if err != nil {
+						return err
+					}
+					defer client.Redis().Close()
+					return cron.NewStore(client).Add(c.Context, entry)
+				},
+			},
+			{
+				Name:  "ls",
+				Usage: "list the dynamic entries with their last and next tick",
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
+				Action: func(c *cli.Context) error {
+					client, err := connect(c)
+					if err != nil {
+						return err
+					}
+					defer client.Redis().Close()
+					store := cron.NewStore(client)
+					entries, listErr := store.List(c.Context)
+					if entries == nil && listErr != nil {
+						return listErr
+					}
+					states, err := store.States(c.Context)
+					if err != nil {
+						return err
+					}
+					type row struct {
+						cron.Entry
+						LastTick *time.Time `json:"last_tick"`
+						LastJob  string     `json:"last_job"`
+						NextTick *time.Time `json:"next_tick"`
+					}
+					rows := make([]row, 0, len(entries))
+					for _, en := range entries {
+						r := row{Entry: en}
+						st := states[en.Name]
+						if !st.LastTick.IsZero() {
+							t := st.LastTick.UTC()
+							r.LastTick, r.LastJob = &t, st.LastJob
+						}
+						if sched, err := cron.Schedule(en.Spec); err == nil {
+							t := sched.Next(time.Now()).UTC()
+							r.NextTick = &t
+						}
+						rows = append(rows, r)
+					}
+					if c.Bool("json") {
+						if err := printJSON(e.stdout, rows); err != nil {
+							return err
+						}
+					} else {
+						tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+						fmt.Fprintln(tw, "NAME\tSPEC\tTYPE\tQUEUE\tLAST TICK\tNEXT TICK")
+						for _, r := range rows {
+							last, next := "-", "-"
+							if r.LastTick != nil {
+								last = when(*r.LastTick)
+							}
+							if r.NextTick != nil {
+								next = when(*r.NextTick)
+							}
+							fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Spec, r.Type,
+								dash(r.Queue), last, next)
+						}
+						tw.Flush()
+					}
+					return listErr // broken entries are listed as an error after the good ones
+				},
+			},
+			{
+				Name:      "rm",
+				Usage:     "remove an entry; running schedulers stop firing it within a second",
+				ArgsUsage: "NAME",
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return usagef("cron rm takes one entry name, got %d arguments", c.NArg())
+					}
+					client, err := connect(c)
+					if err != nil {
+						return err
+					}
+					defer client.Redis().Close()
+					err = cron.NewStore(client).Remove(c.Context, c.Args().First())
+					if errors.Is(err, cron.ErrNotFound) {
+						return fmt.Errorf("no cron entry named %q (jobs cron ls lists them)", c.Args().First())
+					}
+					return err
+				},
+			},
+		},
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/cron"
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
+)
+
+func TestCronAddLsRm(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	if r := jobs(t, p, "", "cron", "add", "--queue", "low", "--max-retry", "2", "--exclusive", "nightly", "0 0 3 * * *", "report", `{"x":1}`); r.code != 0 {
+		t.Fatalf("cron add = %+v", r)
+	}
+	r := jobs(t, p, "", "cron", "ls", "--json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("cron ls --json = %q, %v", r.stdout, err)
+	}
+	row := rows[0]
+	if row["name"] != "nightly" || row["spec"] != "0 0 3 * * *" || row["queue"] != "low" ||
+		row["max_retry"] != 2.0 || row["exclusive"] != true || row["last_tick"] != nil || row["next_tick"] == nil {
+		t.Errorf("cron ls row = %v", row)
+	}
+	if r := jobs(t, p, "", "cron", "ls"); !strings.Contains(r.stdout, "nightly") || !strings.Contains(r.stdout, "NEXT TICK") {
+		t.Errorf("cron ls = %q", r.stdout)
+	}
+	if r := jobs(t, p, "", "cron", "rm", "nightly"); r.code != 0 {
+		t.Errorf("cron rm = %+v", r)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"cron", "rm", "nightly"}, 1, "no cron entry"},
+		{[]string{"cron", "add", "x", "61 * * * * *", "t"}, 2, "cron spec"},
+		{[]string{"cron", "add", "x", "0", "0", "3", "*", "*", "*", "t"}, 2, "quote SPEC"},
+		{[]string{"cron", "add", "x"}, 2, "NAME SPEC TYPE"},
+		{[]string{"cron", "add", "--max-retry", "-1", "x", "@hourly", "t"}, 2, "negative"},
+		{[]string{"cron", "add", "--nope", "x", "@hourly", "t"}, 2, "flag provided but not defined"},
+		{[]string{"scheduler", "--cron", "x @hourly"}, 2, "NAME SPEC TYPE"},
+		{[]string{"ls", "default", "--state", "finished"}, 2, "state"},
+		{[]string{"ls", "nosuchqueue"}, 1, "no queue"},
+		{[]string{"ls"}, 2, "one queue"},
+	} {
+		r := jobs(t, p, "", tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("jobs %v = exit %d, stderr %q; want %d mentioning %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestLs(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	a := strings.TrimSpace(jobs(t, p, "", "enqueue", "t", "1").stdout)
+	b := strings.TrimSpace(jobs(t, p, "", "enqueue", "t", "2").stdout)
+	r := jobs(t, p, "", "ls", "default", "--json")
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 2 || got[0]["id"] != a || got[1]["id"] != b {
+		t.Fatalf("ls --json = %q, %v; want [%s %s]", r.stdout, err, a, b)
+	}
+	if got[0]["state"] != "ready" || got[0]["payload"] != "1" {
+		t.Errorf("ls --json object = %v", got[0])
+	}
+	if r := jobs(t, p, "", "ls", "default", "--offset", "1", "--limit", "5"); !strings.Contains(r.stdout, b) || strings.Contains(r.stdout, a) {
+		t.Errorf("ls --offset 1 = %q", r.stdout)
+	}
+	if r := jobs(t, p, "", "ls", "default", "--state", "dead", "--json"); r.stdout != "[]\n" {
+		t.Errorf("ls empty state = %q, want []", r.stdout)
+	}
+}
+
+// TestSchedulerProcessesFireEachTickOnce runs three `jobs scheduler` processes on a
+// 1-second entry, SIGKILLs one mid-run, and counts exactly one job per elapsed tick.
+func TestSchedulerProcessesFireEachTickOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes for ~6s")
+	}
+	t.Parallel()
+	p := redistest.Prefix(t)
+	var started []*procHandle
+	for range 3 {
+		cmd, out := jobsProcess(t, p, "scheduler", "--log-level", "warn", "--cron", "tick '@every 1s' t")
+		started = append(started, &procHandle{cmd: cmd, out: out})
+	}
+	time.Sleep(700 * time.Millisecond) // let them start (and connect)
+	from := time.Now().Unix() + 1
+	time.Sleep(2500 * time.Millisecond)
+	started[0].cmd.Process.Kill()
+	started[0].cmd.Wait()
+	time.Sleep(2500 * time.Millisecond)
+	to := time.Now().Unix() - 1
+	for _, h := range started[1:] {
+		h.cmd.Process.Signal(syscall.SIGTERM)
+		if err := h.cmd.Wait(); err != nil {
+			t.Errorf("scheduler after SIGTERM: %v\n%s", err, h.out)
+		}
+	}
+	client, _ := queue.NewClient(redistest.Client(t), queue.Config{Prefix: p})
+	for tick := from; tick <= to; tick++ {
+		if _, err := client.Get(context.Background(), queue.DefaultQueue, cron.JobID("tick", time.Unix(tick, 0))); err != nil {
+			t.Errorf("tick %d: %v", tick, err)
+		}
+	}
+	all, _ := client.List(context.Background(), queue.DefaultQueue, queue.StateReady, 0, 1000)
+	seen := map[string]bool{}
+	for _, j := range all {
+		if seen[j.ID] {
+			t.Errorf("job %s twice", j.ID)
+		}
+		seen[j.ID] = true
+	}
+	if n := int64(len(all)); n < to-from+1 || n > to-from+5 {
+		t.Errorf("%d jobs for the %d ticks in [%d, %d] (plus up to 4 at the edges)", n, to-from+1, from, to)
+	}
+	t.Logf("3 schedulers, one SIGKILLed: %d jobs, ticks %d..%d all present once", len(all), from, to)
+}
+
+type procHandle struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/jobs-dev/jobs/cron"
+	"github.com/urfave/cli/v2"
+)
+
+func schedulerCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "scheduler",
+		Usage: "fire cron entries until SIGTERM/SIGINT; run as many as you like",
+		Description: "Fires every --cron entry plus the dynamic entries of `jobs cron add`, each tick\n" +
+			"exactly once however many schedulers run (they race for a lock per tick, and the job\n" +
+			"ID is derived from the tick). Changes to dynamic entries apply within a second.\n" +
+			"SPEC: six fields with seconds, five without, @every 5s, @hourly, ..., CRON_TZ=Area/City\n" +
+			"prefix allowed. Quote it. Examples:\n\n" +
+			"   jobs scheduler --cron \"nightly '0 0 3 * * *' report\"\n" +
+			"   jobs scheduler --cron \"ping '@every 10s' healthcheck '{\\\"url\\\":\\\"/\\\"}'\"",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "cron", Usage: "'NAME SPEC TYPE [PAYLOAD]': a static entry (repeatable)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("scheduler takes no arguments (entries go in --cron), got %q", c.Args().First())
+			}
+			var entries []cron.Entry
+			for _, s := range c.StringSlice("cron") {
+				entry, err := cron.ParseEntry(s)
+				if err != nil {
+					return usagef("--cron: %v", err)
+				}
+				entries = append(entries, entry)
+			}
+			logger, err := newLogger(e, c.String("log-level"))
+			if err != nil {
+				return err
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			s, err := cron.New(client, cron.Config{Entries: entries, Logger: logger})
+			if err != nil {
+				return usagef("%v", err)
+			}
+			return s.Run(c.Context)
+		},
+	}
+}
+
+// newLogger returns the text logger on stderr of --log-level.
+func newLogger(e *env, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l})), nil
+}
