@@ -15,12 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"os"
 	"reflect"
-	"strconv"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/ident"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 	robfig "github.com/robfig/cron/v3"
@@ -74,9 +72,7 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.ID == "" {
-		host, _ := os.Hostname()
-		cfg.ID = fmt.Sprintf("%s:%d:%s", cmp.Or(host, "localhost"), os.Getpid(),
-			strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36))
+		cfg.ID = ident.New()
 	}
 	if cfg.PollInterval < 0 || cfg.LockTTL < time.Second {
 		return nil, fmt.Errorf("cron: Config.PollInterval must be positive and LockTTL at least 1s")

@@ -50,14 +50,21 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (*L
 	if ttl < 10*time.Millisecond {
 		return nil, fmt.Errorf("lock %s: ttl %s is under 10ms", key, ttl)
 	}
-	m := l.rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1))
+	// redsync bounds each Redis call by ttl x timeout factor (default 5%: 50ms for a 1s
+	// lock, which a loaded Redis misses). One node needs no quorum race: allow up to half
+	// the TTL, at most 2s.
+	factor := min(0.5, float64(2*time.Second)/float64(ttl))
+	m := l.rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1), redsync.WithTimeoutFactor(factor))
 	err := m.TryLockContext(ctx)
 	if err == nil {
 		return &Lock{m: m, ttl: ttl}, nil
 	}
 	var taken *redsync.ErrTaken
-	if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
+	if errors.As(err, &taken) {
 		return nil, fmt.Errorf("lock %s: %w", key, ErrHeld)
+	}
+	if errors.Is(err, redsync.ErrFailed) { // taken, but too slowly to leave a valid lease
+		return nil, fmt.Errorf("lock %s: Redis answered too slowly for a %s lock", key, ttl)
 	}
 	return nil, fmt.Errorf("lock %s: %w", key, err)
 }

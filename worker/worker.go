@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/ident"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -66,9 +65,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.ID == "" {
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s:%d:%s", cmp.Or(host, "localhost"), os.Getpid(),
-			strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36))
+		c.ID = ident.New()
 	}
 	return c
 }

@@ -1,0 +1,44 @@
+package cron_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jobs-dev/jobs/cron"
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+func ExampleScheduler() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-cron"})
+
+	s, err := cron.New(client, cron.Config{Entries: []cron.Entry{
+		// Six fields with seconds, five without, or @every / @hourly / @daily ...
+		{Name: "heartbeat", Spec: "@every 1s", Type: "ping", Payload: `{"from":"cron"}`},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }() // run in as many processes as you like
+
+	for {
+		jobs, _ := client.List(context.Background(), queue.DefaultQueue, queue.StateReady, 0, 1)
+		if len(jobs) > 0 {
+			j := jobs[0]
+			fmt.Println(j.Type, string(j.Payload), strings.HasPrefix(j.ID, "cron:heartbeat:"))
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	fmt.Println(<-done)
+	// Output:
+	// ping {"from":"cron"} true
+	// <nil>
+}
