@@ -24,6 +24,7 @@ const (
 	DefaultDoneRetention = 24 * time.Hour
 	DefaultDeadRetention = 30 * 24 * time.Hour
 	DefaultDeadMax       = 10_000
+	DefaultDoneMax       = 10_000
 )
 
 // Config configures a Client. The zero value is valid: every zero field means its
@@ -43,6 +44,9 @@ type Config struct {
 	// DeadMax caps the dead set per queue; the oldest dead jobs are deleted past it.
 	// Default: 10000.
 	DeadMax int
+	// DoneMax caps how many done jobs a queue keeps within DoneRetention; the oldest are
+	// deleted past it, so retention cannot grow with throughput. Default: 10000.
+	DoneMax int
 }
 
 func (c Config) withDefaults() Config {
@@ -51,6 +55,7 @@ func (c Config) withDefaults() Config {
 	c.DoneRetention = cmp.Or(c.DoneRetention, DefaultDoneRetention)
 	c.DeadRetention = cmp.Or(c.DeadRetention, DefaultDeadRetention)
 	c.DeadMax = cmp.Or(c.DeadMax, DefaultDeadMax)
+	c.DoneMax = cmp.Or(c.DoneMax, DefaultDoneMax)
 	return c
 }
 
@@ -62,6 +67,8 @@ func (c Config) validate() error {
 		return invalid("Config.DeadRetention %s is negative", c.DeadRetention)
 	case c.DeadMax < 0:
 		return invalid("Config.DeadMax %d is negative", c.DeadMax)
+	case c.DoneMax < 0:
+		return invalid("Config.DoneMax %d is negative", c.DoneMax)
 	}
 	for _, r := range c.Prefix {
 		if r == '{' || r == '}' || r <= ' ' {

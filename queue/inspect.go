@@ -76,9 +76,7 @@ func ParseState(s string) (State, error) {
 
 // List returns up to limit jobs of queue in state, skipping the first offset: ready jobs
 // in the order they will be claimed, scheduled and retry jobs by due time, active jobs by
-// lease deadline, dead jobs most recent first. Done jobs are in no index (only their
-// hashes remain, until retention): listing them scans the queue's job keys, which is
-// O(jobs in the queue) and unordered. An unknown queue is ErrNotFound.
+// lease deadline, done and dead jobs most recent first. An unknown queue is ErrNotFound.
 func (c *Client) List(ctx context.Context, queue string, state State, offset, limit int) ([]*Job, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return nil, err
@@ -112,7 +110,7 @@ func (c *Client) List(ctx context.Context, queue string, state State, offset, li
 	case StateDead:
 		ids, err = c.rdb.ZRevRange(ctx, qk.dead, int64(offset), stop).Result()
 	case StateDone:
-		return c.listDone(ctx, queue, offset, limit)
+		ids, err = c.rdb.ZRevRange(ctx, qk.done, int64(offset), stop).Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s %s: %w", queue, state, err)
@@ -146,39 +144,4 @@ func (c *Client) getMany(ctx context.Context, queue string, ids []string, want S
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
-}
-
-// listDone scans the queue's job hashes for done jobs.
-func (c *Client) listDone(ctx context.Context, queue string, offset, limit int) ([]*Job, error) {
-	qk := c.keys.queue(queue)
-	var out []*Job
-	skipped := 0
-	var cursor uint64
-	for {
-		keys, next, err := c.rdb.Scan(ctx, cursor, qk.jobPrefix+"*", 500).Result()
-		if err != nil {
-			return nil, fmt.Errorf("list %s done: %w", queue, err)
-		}
-		ids := make([]string, len(keys))
-		for i, k := range keys {
-			ids[i] = k[len(qk.jobPrefix):]
-		}
-		jobs, err := c.getMany(ctx, queue, ids, StateDone)
-		if err != nil {
-			return nil, err
-		}
-		for _, j := range jobs {
-			if skipped < offset {
-				skipped++
-				continue
-			}
-			out = append(out, j)
-			if len(out) == limit {
-				return out, nil
-			}
-		}
-		if cursor = next; cursor == 0 {
-			return out, nil
-		}
-	}
 }

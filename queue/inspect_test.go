@@ -15,24 +15,24 @@ func TestListByState(t *testing.T) {
 	sched := mustEnqueue(t, c, "a", Delay(time.Hour))
 	got, err := c.List(ctx, "default", StateReady, 1, 2)
 	if err != nil || len(got) != 2 || got[0].ID != ready[1] || got[1].ID != ready[2] {
-		t.Fatalf("List(ready, 1, 2) = %v, %v; want jobs 1 and 2 in claim order", ids(got), err)
+		t.Fatalf("List(ready, 1, 2) = %v, %v; want jobs 1 and 2 in claim order", jobIDs(got), err)
 	}
 	got, _ = c.List(ctx, "default", StateScheduled, 0, 10)
 	if len(got) != 1 || got[0].ID != sched || got[0].State != StateScheduled {
-		t.Errorf("List(scheduled) = %v", ids(got))
+		t.Errorf("List(scheduled) = %v", jobIDs(got))
 	}
 	j := claimOne(t, c, "default", time.Minute, "w")
 	if got, _ := c.List(ctx, "default", StateActive, 0, 10); len(got) != 1 || got[0].ID != j.ID || got[0].Lease != "" {
-		t.Errorf("List(active) = %v", ids(got))
+		t.Errorf("List(active) = %v", jobIDs(got))
 	}
 	c.Ack(ctx, j, nil)
 	j = claimOne(t, c, "default", time.Minute, "w")
 	c.Fail(ctx, j, "x", NoRetry)
 	if got, _ := c.List(ctx, "default", StateDone, 0, 10); len(got) != 1 || got[0].ID != ready[0] {
-		t.Errorf("List(done) = %v, want [%s]", ids(got), ready[0])
+		t.Errorf("List(done) = %v, want [%s]", jobIDs(got), ready[0])
 	}
 	if got, _ := c.List(ctx, "default", StateDead, 0, 10); len(got) != 1 || got[0].ID != ready[1] {
-		t.Errorf("List(dead) = %v, want [%s]", ids(got), ready[1])
+		t.Errorf("List(dead) = %v, want [%s]", jobIDs(got), ready[1])
 	}
 	if _, err := c.List(ctx, "nope", StateReady, 0, 10); !errors.Is(err, ErrNotFound) {
 		t.Errorf("List(unknown queue) err = %v, want ErrNotFound", err)
@@ -45,7 +45,7 @@ func TestListByState(t *testing.T) {
 	}
 }
 
-func ids(jobs []*Job) []string {
+func jobIDs(jobs []*Job) []string {
 	out := make([]string, len(jobs))
 	for i, j := range jobs {
 		out[i] = j.ID

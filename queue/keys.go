@@ -22,8 +22,10 @@ type queueKeys struct {
 	retry     string
 	active    string
 	dead      string
+	done      string
 	wake      string
 	paused    string
+	stats     string // prefix of the daily counters: stats + "processed:2026-12-02"
 }
 
 func (k keys) queue(name string) queueKeys {
@@ -35,8 +37,10 @@ func (k keys) queue(name string) queueKeys {
 		retry:     base + "retry",
 		active:    base + "active",
 		dead:      base + "dead",
+		done:      base + "done",
 		wake:      base + "wake",
 		paused:    base + "paused",
+		stats:     base + "stats:",
 	}
 }
 

@@ -63,11 +63,12 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Dura
 }
 
 // Heartbeat renews the leases of jobs (all from queue) for another lease length. It
-// returns the IDs whose lease was lost: their runs must stop, as nothing they report will
-// be accepted.
-func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost []string, err error) {
+// returns the IDs whose lease was lost (their runs must stop, as nothing they report will
+// be accepted) and the IDs an operator cancelled (their runs must stop; their failure
+// goes to dead).
+func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost, cancelled []string, err error) {
 	if len(jobs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	qk := c.keys.queue(queue)
 	args := make([]any, 0, 2+2*len(jobs))
@@ -75,11 +76,14 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 	for _, j := range jobs {
 		args = append(args, j.ID, j.Lease)
 	}
-	lost, err = c.run(ctx, scripts.Heartbeat, []string{qk.active}, args...).StringSlice()
+	res, err := c.run(ctx, scripts.Heartbeat, []string{qk.active}, args...).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat %s: %w", queue, err)
+		return nil, nil, fmt.Errorf("heartbeat %s: %w", queue, err)
 	}
-	return lost, nil
+	if len(res) != 2 {
+		return nil, nil, fmt.Errorf("heartbeat %s: %w", queue, errBadReply)
+	}
+	return stringList(res[0]), stringList(res[1]), nil
 }
 
 // Ack marks a claimed job done and stores result. It returns ErrLeaseLost, changing
@@ -90,8 +94,8 @@ func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
 	if c.cfg.DoneRetention < 0 {
 		retention = 0
 	}
-	res, err := c.run(ctx, scripts.Ack, []string{qk.active},
-		qk.jobPrefix, retention, job.ID, job.Lease, result).Int64Slice()
+	res, err := c.run(ctx, scripts.Ack, []string{qk.active, qk.done},
+		qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax, job.ID, job.Lease, result).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("ack %s: %w", job.ID, err)
 	}
@@ -119,7 +123,7 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 		retry = -1
 	}
 	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake},
-		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax,
+		qk.jobPrefix, qk.stats, ms(c.cfg.DeadRetention), c.cfg.DeadMax,
 		job.ID, job.Lease, reason, retry).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("fail %s: %w", job.ID, err)
@@ -163,9 +167,21 @@ const ReapLimit = 1000
 func (c *Client) Reap(ctx context.Context, queue string) (int, error) {
 	qk := c.keys.queue(queue)
 	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.retry, qk.dead},
-		qk.jobPrefix, ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
+		qk.jobPrefix, qk.stats, ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
 	if err != nil {
 		return 0, fmt.Errorf("reap %s: %w", queue, err)
 	}
 	return n, nil
+}
+
+// stringList converts a script's array reply of strings.
+func stringList(v any) []string {
+	arr, _ := v.([]any)
+	out := make([]string, 0, len(arr))
+	for _, x := range arr {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -295,7 +295,7 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 	if got.State != StateRetry || !strings.Contains(got.LastError, "lease expired: worker w1") {
 		t.Fatalf("reaped job = %s %q", got.State, got.LastError)
 	}
-	if lost, _ := c.Heartbeat(ctx, "default", time.Second, []*Job{stale}); len(lost) != 1 {
+	if lost, _, _ := c.Heartbeat(ctx, "default", time.Second, []*Job{stale}); len(lost) != 1 {
 		t.Errorf("Heartbeat(stale) lost = %v, want [%s]", lost, id)
 	}
 	c.Promote(ctx, "default")
@@ -339,7 +339,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	j := claimOne(t, c, "default", 200*time.Millisecond, "w")
 	for range 5 {
 		time.Sleep(100 * time.Millisecond)
-		lost, err := c.Heartbeat(ctx, "default", 200*time.Millisecond, []*Job{j})
+		lost, _, err := c.Heartbeat(ctx, "default", 200*time.Millisecond, []*Job{j})
 		if err != nil || len(lost) != 0 {
 			t.Fatalf("Heartbeat() lost %v, err %v", lost, err)
 		}

@@ -1,19 +1,24 @@
 -- ack: active -> done, for jobs whose handler succeeded.
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
+-- KEYS[2]  jobs:{q}:done        ZSET  job ID -> finished_at (ms), trimmed by age and count
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
--- ARGV[2]  retention_ms         the done job's hash expires after this (0: deleted now)
--- ARGV[3+3k .. 5+3k]            id, lease token, result: one group per job
+-- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed counter)
+-- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
+-- ARGV[4]  done_max             and at most this many (the oldest go first)
+-- ARGV[5+3k .. 7+3k]            id, lease token, result: one group per job
 -- Returns  one integer per job: 1 done, 0 lease lost (nothing changed for that job).
 -- Clock    Redis TIME.
---          A unique job's key is released (see enqueue.lua) unless it asked to keep it.
 -- Invariant only the holder of the current lease token can finish a job, so a worker whose
 --          lease expired and whose job was claimed again cannot overwrite the new run.
+--          A unique job's key is released (see enqueue.lua) unless it asked to keep it.
 
-local active, prefix, retention = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local active, done = KEYS[1], KEYS[2]
+local prefix, stats = ARGV[1], ARGV[2]
+local retention, done_max = tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local out = {}
-for i = 3, #ARGV, 3 do
+local out, n = {}, 0
+for i = 5, #ARGV, 3 do
   local id = ARGV[i]
   local key = prefix .. id
   if redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
@@ -27,8 +32,12 @@ for i = 3, #ARGV, 3 do
       redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', ARGV[i + 2])
       redis.call('HDEL', key, 'lease')
       redis.call('PEXPIRE', key, retention)
+      redis.call('ZADD', done, now, id)
     end
+    n = n + 1
     table.insert(out, 1)
   end
 end
+if retention > 0 and n > 0 then trim(done, prefix, now, retention, done_max) end
+count(stats, 'processed', now, n)
 return out

@@ -6,20 +6,24 @@
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
--- ARGV[2]  dead_retention_ms    a dead job's hash expires after this
--- ARGV[3]  dead_max             the dead set keeps at most this many jobs (oldest go first)
--- ARGV[4+4k .. 7+4k]            id, lease token, error text, retry_in_ms (-1: skip retries):
+-- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
+-- ARGV[3]  dead_retention_ms    a dead job's hash expires after this
+-- ARGV[4]  dead_max             the dead set keeps at most this many jobs (oldest go first)
+-- ARGV[5+4k .. 8+4k]            id, lease token, error text, retry_in_ms (-1: skip retries):
 --                               one group per job
 -- Returns  one string per job: "retry", "dead", or "lost" (lease lost, nothing changed).
 -- Clock    Redis TIME.
 -- Invariant only the holder of the current lease token can fail a job; a job retries only
---          while attempt <= max_retry, so every job ends done or dead.
+--          while attempt <= max_retry and it was not cancelled, so every job ends done or
+--          dead.
 
 local active, retry, dead, wakes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, retention, dead_max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local prefix, stats = ARGV[1], ARGV[2]
+local retention, dead_max = tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 local out, retries = {}, 0
-for i = 4, #ARGV, 4 do
+local failed = 0
+for i = 5, #ARGV, 4 do
   local id, err, retry_in = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = prefix .. id
   if redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
@@ -27,8 +31,9 @@ for i = 4, #ARGV, 4 do
   else
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'last_error', err)
-    local job = redis.call('HMGET', key, 'attempt', 'max_retry')
-    if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) then
+    failed = failed + 1
+    local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel')
+    if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then
       local run_at = now + retry_in
       redis.call('HSET', key, 'state', 'retry', 'run_at', run_at, 'finished_at', now)
       redis.call('HDEL', key, 'lease')
@@ -42,4 +47,6 @@ for i = 4, #ARGV, 4 do
   end
 end
 wake(wakes, math.min(retries, 1), 's')
+count(stats, 'processed', now, failed)
+count(stats, 'failed', now, failed)
 return out

@@ -18,9 +18,23 @@ local function release_unique(key, id)
   end
 end
 
--- to_dead moves a job to the dead set (it is already out of every other set), expires its
--- hash after retention_ms, and keeps the dead set to entries younger than retention_ms and
--- at most dead_max of them, deleting the hashes of the entries it drops.
+-- trim keeps a finished set (done or dead, scored by finish time) to entries younger than
+-- retention_ms (dropping at most 100 old ones per call) and at most max_n of them,
+-- deleting the hashes of the jobs it drops.
+local function trim(set, job_prefix, now, retention_ms, max_n)
+  local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - retention_ms, 'LIMIT', 0, 100)
+  local over = redis.call('ZCARD', set) - max_n
+  if over > 0 then
+    for _, v in ipairs(redis.call('ZRANGE', set, 0, over - 1)) do table.insert(old, v) end
+  end
+  for _, v in ipairs(old) do
+    redis.call('ZREM', set, v)
+    redis.call('DEL', job_prefix .. v)
+  end
+end
+
+-- to_dead moves a job to the dead set (it is already out of every other set), releases
+-- its unique key, expires its hash after retention_ms and trims the dead set.
 local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max)
   local key = job_prefix .. id
   release_unique(key, id)
@@ -28,16 +42,32 @@ local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max)
   redis.call('HDEL', key, 'lease')
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('ZADD', dead, now, id)
-  local old = redis.call('ZRANGEBYSCORE', dead, '-inf', now - retention_ms, 'LIMIT', 0, 100)
-  local over = redis.call('ZCARD', dead) - dead_max
-  if over > 0 then
-    local oldest = redis.call('ZRANGE', dead, 0, over - 1)
-    for _, v in ipairs(oldest) do table.insert(old, v) end
-  end
-  for _, v in ipairs(old) do
-    redis.call('ZREM', dead, v)
-    if v ~= id then redis.call('DEL', job_prefix .. v) end
-  end
+  trim(dead, job_prefix, now, retention_ms, dead_max)
+end
+
+-- ymd is the UTC date of a time in ms, "2026-12-02" (days-to-civil, H. Hinnant).
+local function ymd(ms)
+  local z = math.floor(ms / 86400000) + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp + 3
+  if mp >= 10 then m = mp - 9 end
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02d', y, m, d)
+end
+
+-- count adds n to today's counter of outcome ("processed" or "failed") under
+-- stats_prefix ("jobs:{q}:stats:"); counters are kept 8 days.
+local function count(stats_prefix, outcome, now, n)
+  if n <= 0 then return end
+  local key = stats_prefix .. outcome .. ':' .. ymd(now)
+  redis.call('INCRBY', key, n)
+  redis.call('PEXPIRE', key, 8 * 86400000)
 end
 
 -- wake pushes up to n tokens (at most 64) on the wake list that idle workers block on, and

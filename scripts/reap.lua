@@ -6,26 +6,27 @@
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
--- ARGV[2]  limit                most jobs reaped in this call
--- ARGV[3]  dead_retention_ms    a dead job's hash expires after this
--- ARGV[4]  dead_max             the dead set keeps at most this many jobs
+-- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
+-- ARGV[3]  limit                most jobs reaped in this call
+-- ARGV[4]  dead_retention_ms    a dead job's hash expires after this
+-- ARGV[5]  dead_max             the dead set keeps at most this many jobs
 -- Returns  the number of jobs reaped.
 -- Clock    Redis TIME.
 -- Invariant a reaped job loses its lease, so its old worker can no longer ack or fail it.
 
 local active, retry, dead = KEYS[1], KEYS[2], KEYS[3]
-local prefix, limit = ARGV[1], tonumber(ARGV[2])
-local retention, dead_max = tonumber(ARGV[3]), tonumber(ARGV[4])
+local prefix, stats, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local retention, dead_max = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
   redis.call('ZREM', active, id)
   local key = prefix .. id
-  local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'worker')
+  local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'worker', 'cancel')
   if job[1] then
     redis.call('HSET', key, 'last_error',
       'lease expired: worker ' .. (job[3] or '?') .. ' stopped renewing it (crashed or cut off)')
-    if tonumber(job[1]) <= tonumber(job[2]) then
+    if tonumber(job[1]) <= tonumber(job[2]) and not job[4] then
       redis.call('HSET', key, 'state', 'retry', 'run_at', now, 'finished_at', now)
       redis.call('HDEL', key, 'lease')
       redis.call('ZADD', retry, now, id)
@@ -34,4 +35,6 @@ for _, id in ipairs(expired) do
     end
   end
 end
+count(stats, 'processed', now, #expired)
+count(stats, 'failed', now, #expired)
 return #expired

@@ -28,10 +28,13 @@ var (
 	Fail      = load("fail.lua")
 	HandBack  = load("handback.lua")
 	Reap      = load("reap.lua")
+	Retry     = load("retry.lua")
+	Cancel    = load("cancel.lua")
+	Purge     = load("purge.lua")
 )
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
-var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, Fail, HandBack, Reap}
+var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, Fail, HandBack, Reap, Retry, Cancel, Purge}
 
 // Source returns the full text Redis runs for the named file (lib.lua prepended).
 func Source(name string) (string, error) {

@@ -38,6 +38,7 @@ func (e *retryRequested) Error() string { return e.msg }
 var (
 	errLeaseLost = errors.New("worker: lease lost")
 	errLockLost  = errors.New("worker: exclusive lock lost")
+	errCancelled = errors.New("cancelled by operator")
 	errShutdown  = errors.New("worker: shutting down")
 )
 

@@ -82,8 +82,11 @@ func (w *Worker) execute(ctx context.Context, r *run) {
 		}
 	}
 	cause := context.Cause(tctx)
-	if o.err != nil && errors.Is(cause, context.DeadlineExceeded) {
+	switch {
+	case o.err != nil && errors.Is(cause, context.DeadlineExceeded):
 		o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
+	case o.err != nil && errors.Is(cause, errCancelled):
+		o.err = fmt.Errorf("%w: %w", errCancelled, o.err)
 	}
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)

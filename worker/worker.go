@@ -375,7 +375,8 @@ func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitG
 
 // heartbeatLoop renews the leases of running jobs every Lease/3, one script call per
 // queue for all of its jobs. A job whose lease is reported lost, or could not be renewed
-// for a whole lease (Redis unreachable), is cancelled: another worker may run it now.
+// for a whole lease (Redis unreachable), is cancelled: another worker may run it now. A
+// job an operator cancelled (`jobs cancel`) is cancelled too; its failure goes to dead.
 func (w *Worker) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(w.cfg.Lease / 3)
 	defer t.Stop()
@@ -397,20 +398,26 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 				jobs[i] = r.job
 			}
 			sent := time.Now()
-			lost, err := w.client.Heartbeat(ctx, q, w.cfg.Lease, jobs)
+			lost, cancelled, err := w.client.Heartbeat(ctx, q, w.cfg.Lease, jobs)
 			if err != nil {
 				w.log.LogAttrs(ctx, slog.LevelWarn, "heartbeat failed",
 					slog.String(attrQueue, q), slog.String("error", err.Error()))
 			}
-			isLost := map[string]bool{}
+			isLost, isCancelled := map[string]bool{}, map[string]bool{}
 			for _, id := range lost {
 				isLost[id] = true
+			}
+			for _, id := range cancelled {
+				isCancelled[id] = true
 			}
 			w.mu.Lock()
 			for _, r := range runs {
 				switch {
 				case isLost[r.job.ID]:
 					r.cancel(errLeaseLost)
+				case isCancelled[r.job.ID]:
+					r.renewed = sent
+					r.cancel(errCancelled)
 				case err == nil:
 					r.renewed = sent
 				case time.Since(r.renewed) > w.cfg.Lease:

@@ -458,3 +458,23 @@ func TestExclusiveJobsNeverOverlap(t *testing.T) {
 		t.Errorf("%d exclusive jobs ran at once, %d runs; want 1 at a time, 9 runs", peak.Load(), runs.Load())
 	}
 }
+
+func TestCancelStopsARunningJob(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	started := make(chan struct{})
+	startWorker(t, c, Config{Lease: 300 * time.Millisecond, Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})})
+	id := enqueue(t, c, "x", "")
+	<-started
+	if state, err := c.Cancel(ctx, "default", id); err != nil || state != queue.StateActive {
+		t.Fatalf("Cancel() = %s, %v", state, err)
+	}
+	j := waitState(t, c, "default", id, queue.StateDead, 5*time.Second)
+	if !strings.Contains(j.LastError, "cancelled by operator") || j.Attempt != 1 {
+		t.Errorf("cancelled job: attempt %d last_error %q", j.Attempt, j.LastError)
+	}
+}

@@ -50,7 +50,7 @@ func TestLifecycleScriptsRun(t *testing.T) {
 	step("enqueue batch", err)
 
 	j := claim(time.Second)
-	lost, err := c.Heartbeat(ctx, "default", time.Second, []*queue.Job{j})
+	lost, _, err := c.Heartbeat(ctx, "default", time.Second, []*queue.Job{j})
 	if err != nil || len(lost) != 0 {
 		t.Fatalf("Heartbeat() = %v, %v", lost, err)
 	}

@@ -1,0 +1,237 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobs-dev/jobs/scripts"
+	"github.com/redis/go-redis/v9"
+)
+
+// The operator's side: counts, repair and flow control. Every change a repair makes to a
+// job is a script, so it can never race the worker running the job.
+
+// QueueStats are the counts of one queue. JSON field names are the `jobs stats --json`
+// contract.
+type QueueStats struct {
+	Name      string `json:"name"`
+	Ready     int64  `json:"ready"`
+	Scheduled int64  `json:"scheduled"`
+	Active    int64  `json:"active"`
+	Retry     int64  `json:"retry"`
+	Dead      int64  `json:"dead"`
+	Done      int64  `json:"done"` // retained done jobs (DoneRetention, DoneMax)
+	Paused    bool   `json:"paused"`
+	// ProcessedToday counts attempts that ended today (UTC, by Redis's clock): done or
+	// failed. FailedToday counts failed attempts (errors, panics, timeouts, expired
+	// leases), retried or not.
+	ProcessedToday int64 `json:"processed_today"`
+	FailedToday    int64 `json:"failed_today"`
+}
+
+// Stats returns the counts of every known queue, sorted by name, in two round trips (the
+// Redis clock for "today", then one pipeline).
+func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now, err := c.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	day := now.UTC().Format(time.DateOnly)
+	type counts struct {
+		ready, scheduled, active, retry, dead, done, paused *redis.IntCmd
+		processed, failed                                   *redis.StringCmd
+	}
+	pipe := c.rdb.Pipeline()
+	cs := make([]counts, len(qs))
+	for i, q := range qs {
+		k := c.keys.queue(q)
+		cs[i] = counts{
+			ready: pipe.LLen(ctx, k.ready), scheduled: pipe.ZCard(ctx, k.scheduled),
+			active: pipe.ZCard(ctx, k.active), retry: pipe.ZCard(ctx, k.retry),
+			dead: pipe.ZCard(ctx, k.dead), done: pipe.ZCard(ctx, k.done),
+			paused:    pipe.Exists(ctx, k.paused),
+			processed: pipe.Get(ctx, k.stats+"processed:"+day), failed: pipe.Get(ctx, k.stats+"failed:"+day),
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	out := make([]QueueStats, len(qs))
+	for i, q := range qs {
+		x := cs[i]
+		p, _ := x.processed.Int64()
+		f, _ := x.failed.Int64()
+		out[i] = QueueStats{Name: q, Ready: x.ready.Val(), Scheduled: x.scheduled.Val(),
+			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(),
+			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f}
+	}
+	return out, nil
+}
+
+// ErrState: the job is in a state the operation does not apply to (retrying an active
+// job, cancelling a done one); the message names the state.
+var ErrState = errors.New("queue: job is in the wrong state")
+
+// Retry makes a dead, retry or scheduled job ready now. A dead job gets a fresh attempt
+// budget. Active, ready and done jobs are refused with ErrState; an unknown ID is
+// ErrNotFound.
+func (c *Client) Retry(ctx context.Context, queue, id string) error {
+	res, err := c.retry(ctx, queue, []string{id})
+	if err != nil {
+		return err
+	}
+	return stateResult("retry", id, res[0])
+}
+
+// RetryAllDead makes every dead job of queue ready now, in batches of 1000, and returns
+// how many it moved.
+func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return 0, err
+	}
+	qk := c.keys.queue(queue)
+	total := 0
+	for {
+		ids, err := c.rdb.ZRange(ctx, qk.dead, 0, 999).Result()
+		if err != nil {
+			return total, fmt.Errorf("retry dead of %s: %w", queue, err)
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		res, err := c.retry(ctx, queue, ids)
+		if err != nil {
+			return total, err
+		}
+		moved := 0
+		for _, r := range res {
+			if r == "ready" {
+				moved++
+			}
+		}
+		total += moved
+		if moved == 0 { // only stale entries left (their hashes expired): drop them
+			c.rdb.ZRem(ctx, qk.dead, toAny(ids)...)
+		}
+	}
+}
+
+func (c *Client) retry(ctx context.Context, queue string, ids []string) ([]string, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return nil, err
+	}
+	qk := c.keys.queue(queue)
+	args := append([]any{qk.jobPrefix}, toAny(ids)...)
+	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake},
+		args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("retry in %s: %w", queue, err)
+	}
+	if len(res) != len(ids) {
+		return nil, fmt.Errorf("retry in %s: %w", queue, errBadReply)
+	}
+	return res, nil
+}
+
+// Cancel stops a job: a scheduled, ready or retry job goes to dead at once ("cancelled
+// by operator"); an active job is flagged and its worker cancels the handler's context at
+// its next heartbeat (within a third of the lease), after which it is dead too. It
+// returns the resulting state (StateDead, or StateActive while cancelling). Done and dead
+// jobs are refused with ErrState; an unknown ID is ErrNotFound.
+func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return "", err
+	}
+	qk := c.keys.queue(queue)
+	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead},
+		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id).Text()
+	if err != nil {
+		return "", fmt.Errorf("cancel %s: %w", id, err)
+	}
+	switch res {
+	case "dead":
+		return StateDead, nil
+	case "cancelling":
+		return StateActive, nil
+	}
+	return "", stateResult("cancel", id, res)
+}
+
+// stateResult maps a script's "missing" / "not:<state>" answer to an error.
+func stateResult(op, id, res string) error {
+	switch {
+	case res == "ready" || res == "dead":
+		return nil
+	case res == "missing":
+		return fmt.Errorf("%s %s: %w", op, id, ErrNotFound)
+	case len(res) > 4 && res[:4] == "not:":
+		return fmt.Errorf("%s %s: %w: it is %s", op, id, ErrState, res[4:])
+	}
+	return fmt.Errorf("%s %s: %w: %q", op, id, errBadReply, res)
+}
+
+// Pause stops workers from claiming the queue's jobs; enqueues go on being accepted.
+func (c *Client) Pause(ctx context.Context, queue string) error {
+	if err := ValidateQueue(queue); err != nil {
+		return err
+	}
+	if err := c.rdb.Set(ctx, c.keys.queue(queue).paused, "1", 0).Err(); err != nil {
+		return fmt.Errorf("pause %s: %w", queue, err)
+	}
+	return nil
+}
+
+// Resume lets workers claim the queue's jobs again, waking idle ones at once.
+func (c *Client) Resume(ctx context.Context, queue string) error {
+	if err := ValidateQueue(queue); err != nil {
+		return err
+	}
+	qk := c.keys.queue(queue)
+	pipe := c.rdb.TxPipeline()
+	pipe.Del(ctx, qk.paused)
+	pipe.LPush(ctx, qk.wake, WakeReady)
+	pipe.LTrim(ctx, qk.wake, 0, 127)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("resume %s: %w", queue, err)
+	}
+	return nil
+}
+
+// Purge deletes every job of queue in state (not active: cancel those), in batches of
+// 1000 so Redis never blocks long, and returns how many it deleted.
+func (c *Client) Purge(ctx context.Context, queue string, state State) (int, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return 0, err
+	}
+	qk := c.keys.queue(queue)
+	index := map[State]string{StateReady: qk.ready, StateScheduled: qk.scheduled,
+		StateRetry: qk.retry, StateDone: qk.done, StateDead: qk.dead}[state]
+	if index == "" {
+		return 0, invalid("purge state %q: want ready, scheduled, retry, done or dead (cancel active jobs instead)", state)
+	}
+	total := 0
+	for {
+		n, err := c.run(ctx, scripts.Purge, []string{index}, qk.jobPrefix, 1000).Int()
+		if err != nil {
+			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
+		}
+		total += n
+		if n == 0 {
+			return total, nil
+		}
+	}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

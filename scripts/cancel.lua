@@ -1,0 +1,37 @@
+-- cancel: scheduled, ready or retry -> dead at once; active -> flagged, so its worker
+-- cancels the handler's context at its next heartbeat and the failure goes to dead
+-- (`jobs cancel`). The dead set keeps the job for inspection and `jobs retry`.
+--
+-- KEYS[1]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
+-- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
+-- KEYS[3]  jobs:{q}:ready       LIST  job IDs ready to run
+-- KEYS[4]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
+-- ARGV[1]  job key prefix       "jobs:{q}:job:"
+-- ARGV[2]  dead_retention_ms    a dead job's hash expires after this
+-- ARGV[3]  dead_max             the dead set keeps at most this many jobs
+-- ARGV[4]  id                   the job to cancel
+-- Returns  "dead" (cancelled), "cancelling" (active: its worker will stop it),
+--          "not:done" / "not:dead" (already finished), or "missing".
+-- Clock    Redis TIME.
+-- Invariant an active job is only flagged: its worker, holding the lease, settles it.
+
+local scheduled, retry, ready, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, retention, dead_max, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local key = prefix .. id
+local state = redis.call('HGET', key, 'state')
+if not state then return 'missing' end
+if state == 'done' or state == 'dead' then return 'not:' .. state end
+if state == 'active' then
+  redis.call('HSET', key, 'cancel', 1)
+  return 'cancelling'
+end
+if state == 'ready' then
+  redis.call('LREM', ready, 1, id)
+elseif state == 'scheduled' then
+  redis.call('ZREM', scheduled, id)
+else
+  redis.call('ZREM', retry, id)
+end
+redis.call('HSET', key, 'last_error', 'cancelled by operator')
+to_dead(dead, prefix, id, now_ms(), retention, dead_max)
+return 'dead'

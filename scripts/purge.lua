@@ -1,0 +1,26 @@
+-- purge: deletes jobs of one state outright (`jobs purge`), up to a limit per call so a
+-- large purge never blocks Redis for long; the caller repeats until it returns 0.
+--
+-- KEYS[1]  jobs:{q}:<state>      LIST (ready) or ZSET (scheduled, retry, done, dead): the
+--                                state's index
+-- ARGV[1]  job key prefix       "jobs:{q}:job:"
+-- ARGV[2]  limit                most jobs deleted in this call
+-- Returns  the number of jobs deleted.
+-- Clock    none.
+-- Invariant only the given index and its jobs' hashes (and unique keys) are touched; active
+--          jobs have no purge: cancel them instead, so no worker loses a job under it.
+
+local index, prefix, limit = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local ids
+if redis.call('TYPE', index)['ok'] == 'list' then
+  ids = redis.call('LRANGE', index, -limit, -1)
+  if #ids > 0 then redis.call('LTRIM', index, 0, -#ids - 1) end
+else
+  ids = redis.call('ZRANGE', index, 0, limit - 1)
+  if #ids > 0 then redis.call('ZREM', index, unpack(ids)) end
+end
+for _, id in ipairs(ids) do
+  release_unique(prefix .. id, id)
+  redis.call('DEL', prefix .. id)
+end
+return #ids

@@ -1,0 +1,42 @@
+-- retry: dead, retry or scheduled -> ready, now ("run it now", `jobs retry`). A dead job
+-- starts over with a full attempt budget; a retry or scheduled job keeps its attempts.
+--
+-- KEYS[1]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
+-- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
+-- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
+-- KEYS[4]  jobs:{q}:ready       LIST  job IDs ready to run
+-- KEYS[5]  jobs:{q}:wake        LIST  one 'r' token per job made ready
+-- ARGV[1]  job key prefix       "jobs:{q}:job:"
+-- ARGV[2..]                     job IDs
+-- Returns  one string per ID: "ready" (moved), or the state that cannot be retried
+--          ("ready", "active", "done" -> prefixed "not:"), or "missing".
+-- Clock    none.
+-- Invariant a job leaves exactly one set and enters ready; active jobs are never touched,
+--          so a retry cannot race the worker running it.
+
+local sets = {scheduled = KEYS[1], retry = KEYS[2], dead = KEYS[3]}
+local ready, wakes, prefix = KEYS[4], KEYS[5], ARGV[1]
+local out, n = {}, 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local key = prefix .. id
+  local state = redis.call('HGET', key, 'state')
+  if not state then
+    table.insert(out, 'missing')
+  elseif not sets[state] then
+    table.insert(out, 'not:' .. state)
+  else
+    redis.call('ZREM', sets[state], id)
+    if state == 'dead' then
+      redis.call('HSET', key, 'attempt', 0)
+      redis.call('HDEL', key, 'cancel')
+      redis.call('PERSIST', key)
+    end
+    redis.call('HSET', key, 'state', 'ready')
+    redis.call('LPUSH', ready, id)
+    n = n + 1
+    table.insert(out, 'ready')
+  end
+end
+wake(wakes, n, 'r')
+return out
