@@ -86,6 +86,10 @@ func newApp(e *env) *cli.App {
 			inspectCommand(e),
 			devCommand(e),
 			lsCommand(e),
+			statsCommand(e),
+			retryCommand(e),
+			cancelCommand(e),
+			purgeCommand(e),
 			schedulerCommand(e),
 			cronCommand(e),
 			benchCommand(e),
@@ -106,6 +110,7 @@ func newApp(e *env) *cli.App {
 			return usagef("no command given")
 		},
 	}
+	app.Commands = append(app.Commands, pauseCommands(e)...)
 	var setUsage func([]*cli.Command)
 	setUsage = func(cmds []*cli.Command) {
 		for _, cmd := range cmds {

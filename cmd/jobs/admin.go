@@ -1,0 +1,224 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/urfave/cli/v2"
+)
+
+// locate returns the queue of job id: --queue when given, else the queue holding it.
+func locate(c *cli.Context, client *queue.Client, id string) (string, error) {
+	if q := c.String("queue"); q != "" {
+		return q, nil
+	}
+	j, err := client.Find(c.Context, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return "", fmt.Errorf("no job %s (never enqueued, or its retention ran out)", id)
+	}
+	if err != nil {
+		return "", err
+	}
+	return j.Queue, nil
+}
+
+// requireQueue fails unless a job was ever enqueued on q: a typo must not silently act
+// on nothing.
+func requireQueue(c *cli.Context, client *queue.Client, q string) error {
+	if err := queue.ValidateQueue(q); err != nil {
+		return usagef("%v", err)
+	}
+	qs, err := client.Queues(c.Context)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(qs, q) {
+		return fmt.Errorf("no queue %q (no job was ever enqueued on it)", q)
+	}
+	return nil
+}
+
+// jobError turns the queue package's not-found and wrong-state errors into messages.
+func jobError(id string, err error) error {
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		return fmt.Errorf("no job %s (never enqueued, or its retention ran out)", id)
+	case errors.Is(err, queue.ErrState):
+		return fmt.Errorf("%v", err)
+	}
+	return err
+}
+
+func retryCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "retry",
+		Usage:     "run a dead, retry or scheduled job now (a dead job gets a fresh attempt budget)",
+		ArgsUsage: "ID | --all-dead --queue Q",
+		Description: "Examples:\n\n" +
+			"   jobs retry 01JEXAMPLE0000000000000000\n" +
+			"   jobs retry --all-dead --queue emails",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "queue", Usage: "the job's queue (default: search all), or the queue of --all-dead"},
+			&cli.BoolFlag{Name: "all-dead", Usage: "retry every dead job of --queue"},
+		},
+		Action: func(c *cli.Context) error {
+			all := c.Bool("all-dead")
+			if all == (c.NArg() == 1) || c.NArg() > 1 {
+				return usagef("retry takes one job ID, or --all-dead --queue Q")
+			}
+			if all && c.String("queue") == "" {
+				return usagef("--all-dead needs --queue")
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			if all {
+				q := c.String("queue")
+				if err := requireQueue(c, client, q); err != nil {
+					return err
+				}
+				n, err := client.RetryAllDead(c.Context, q)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "%d dead jobs of %s are ready again\n", n, q)
+				return nil
+			}
+			id := c.Args().First()
+			q, err := locate(c, client, id)
+			if err != nil {
+				return err
+			}
+			if err := client.Retry(c.Context, q, id); err != nil {
+				return jobError(id, err)
+			}
+			fmt.Fprintf(e.stdout, "%s is ready\n", id)
+			return nil
+		},
+	}
+}
+
+func cancelCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "cancel",
+		Usage:     "cancel a job: a waiting job goes to dead; a running job's context is cancelled by its worker",
+		ArgsUsage: "ID",
+		Description: "A running job is stopped at its worker's next heartbeat (a third of the lease, 10s by\n" +
+			"default); its failure goes to dead. Dead jobs can be run again with `jobs retry`.",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "queue", Usage: "the job's queue (default: search all)"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("cancel takes one job ID, got %d arguments", c.NArg())
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			id := c.Args().First()
+			q, err := locate(c, client, id)
+			if err != nil {
+				return err
+			}
+			state, err := client.Cancel(c.Context, q, id)
+			if err != nil {
+				return jobError(id, err)
+			}
+			if state == queue.StateActive {
+				fmt.Fprintf(e.stdout, "%s is running: its worker will cancel it at its next heartbeat\n", id)
+			} else {
+				fmt.Fprintf(e.stdout, "%s cancelled (now dead)\n", id)
+			}
+			return nil
+		},
+	}
+}
+
+func pauseCommands(e *env) []*cli.Command {
+	cmd := func(name, usage string, act func(*cli.Context, *queue.Client, string) error, done string) *cli.Command {
+		return &cli.Command{
+			Name: name, Usage: usage, ArgsUsage: "QUEUE",
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 {
+					return usagef("%s takes one queue name, got %d arguments", name, c.NArg())
+				}
+				client, err := connect(c)
+				if err != nil {
+					return err
+				}
+				defer client.Redis().Close()
+				q := c.Args().First()
+				if err := requireQueue(c, client, q); err != nil {
+					return err
+				}
+				if err := act(c, client, q); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "%s %s\n", q, done)
+				return nil
+			},
+		}
+	}
+	return []*cli.Command{
+		cmd("pause", "stop workers claiming from a queue (enqueues are still accepted)",
+			func(c *cli.Context, cl *queue.Client, q string) error { return cl.Pause(c.Context, q) }, "paused"),
+		cmd("resume", "let workers claim from a paused queue again",
+			func(c *cli.Context, cl *queue.Client, q string) error { return cl.Resume(c.Context, q) }, "resumed"),
+	}
+}
+
+func purgeCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "purge",
+		Usage:     "delete every job of a queue in one state (needs --yes)",
+		ArgsUsage: "QUEUE",
+		Description: "States: ready, scheduled, retry, done, dead (running jobs: use jobs cancel). Example:\n\n" +
+			"   jobs purge emails --state dead --yes",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "state", Usage: "ready, scheduled, retry, done or dead (required)"},
+			&cli.BoolFlag{Name: "yes", Usage: "really delete"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("purge takes one queue name, got %d arguments", c.NArg())
+			}
+			state, err := queue.ParseState(c.String("state"))
+			if err != nil || state == queue.StateActive {
+				return usagef("--state %q: want ready, scheduled, retry, done or dead", c.String("state"))
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			q := c.Args().First()
+			if err := requireQueue(c, client, q); err != nil {
+				return err
+			}
+			if !c.Bool("yes") {
+				stats, err := client.Stats(c.Context)
+				if err != nil {
+					return err
+				}
+				n := int64(0)
+				for _, s := range stats {
+					if s.Name == q {
+						n = map[queue.State]int64{queue.StateReady: s.Ready, queue.StateScheduled: s.Scheduled,
+							queue.StateRetry: s.Retry, queue.StateDone: s.Done, queue.StateDead: s.Dead}[state]
+					}
+				}
+				return usagef("purge would delete %d %s jobs of %s: add --yes to do it", n, state, q)
+			}
+			n, err := client.Purge(c.Context, q, state)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "deleted %d %s jobs of %s\n", n, state, q)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/urfave/cli/v2"
+)
+
+func statsCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "stats",
+		Usage: "count every queue's jobs by state, and today's processed and failed attempts",
+		Description: "--watch redraws every second with the throughput since the last draw. Examples:\n\n" +
+			"   jobs stats\n" +
+			"   jobs stats --json | jq '.queues[] | select(.dead > 0)'",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: `print {"queues":[{"name":...,"ready":...}]}`},
+			&cli.BoolFlag{Name: "watch", Usage: "redraw every second until interrupted"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("stats takes no arguments, got %q", c.Args().First())
+			}
+			client, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer client.Redis().Close()
+			tty := false
+			if f, ok := e.stdout.(*os.File); ok {
+				tty = isTerminal(f)
+			}
+			var prev map[string]int64
+			var prevAt time.Time
+			for {
+				stats, err := client.Stats(c.Context)
+				if err != nil {
+					return err
+				}
+				now := time.Now()
+				rates := map[string]float64{}
+				if prev != nil {
+					for _, s := range stats {
+						rates[s.Name] = float64(s.ProcessedToday-prev[s.Name]) / now.Sub(prevAt).Seconds()
+					}
+				}
+				if c.Bool("json") {
+					if stats == nil {
+						stats = []queue.QueueStats{}
+					}
+					b, _ := json.Marshal(map[string]any{"queues": stats})
+					fmt.Fprintf(e.stdout, "%s\n", b)
+				} else {
+					if c.Bool("watch") && tty {
+						fmt.Fprint(e.stdout, "\033[H\033[2J") // home and clear: redraw in place
+					}
+					printStats(e.stdout, stats, rates, c.Bool("watch"))
+				}
+				if !c.Bool("watch") {
+					return nil
+				}
+				prev, prevAt = map[string]int64{}, now
+				for _, s := range stats {
+					prev[s.Name] = s.ProcessedToday
+				}
+				select {
+				case <-c.Context.Done():
+					return nil
+				case <-time.After(time.Second):
+				}
+			}
+		},
+	}
+}
+
+func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64, watch bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	head := "QUEUE\tREADY\tSCHEDULED\tACTIVE\tRETRY\tDEAD\tDONE\tPAUSED\tPROCESSED TODAY\tFAILED TODAY\t"
+	if watch {
+		head += "JOBS/S\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, s := range stats {
+		paused := "no"
+		if s.Paused {
+			paused = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t", s.Name, s.Ready, s.Scheduled, s.Active,
+			s.Retry, s.Dead, s.Done, paused, s.ProcessedToday, s.FailedToday)
+		if watch {
+			if r, ok := rates[s.Name]; ok {
+				fmt.Fprintf(tw, "%.0f\t", r)
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	if len(stats) == 0 {
+		fmt.Fprintln(tw, "(no queues yet)\t")
+	}
+	tw.Flush()
+}
