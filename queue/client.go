@@ -149,23 +149,18 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 	}
 	now := time.Now()
 	results := make([]BatchResult, len(jobs))
-	byQueue := map[string][]pending{}
-	var order []string
 	for i, bj := range jobs {
-		o, err := resolve(bj.Options)
-		if err == nil {
-			err = validateType(bj.Type)
-		}
-		if err == nil && len(bj.Payload) > c.cfg.MaxPayload {
-			err = fmt.Errorf("%w: %d bytes, the limit is %d (queue.Config.MaxPayload)",
-				ErrPayloadTooLarge, len(bj.Payload), c.cfg.MaxPayload)
-		}
-		if err != nil {
+		if err := c.Check(bj); err != nil {
 			if len(jobs) > 1 {
 				return nil, fmt.Errorf("job %d: %w", i, err)
 			}
 			return nil, err
 		}
+	}
+	byQueue := map[string][]pending{}
+	var order []string
+	for i, bj := range jobs {
+		o, _ := resolve(bj.Options) // checked above
 		id := cmp.Or(o.id, newID(now))
 		results[i].ID = id
 		var at int64
@@ -235,6 +230,22 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		}
 	}
 	return results, nil
+}
+
+// Check validates a job as EnqueueBatch would (type, payload size, options) without
+// writing anything, so a caller reading jobs from a file can report the bad one exactly.
+func (c *Client) Check(job BatchJob) error {
+	if _, err := resolve(job.Options); err != nil {
+		return err
+	}
+	if err := validateType(job.Type); err != nil {
+		return err
+	}
+	if len(job.Payload) > c.cfg.MaxPayload {
+		return fmt.Errorf("%w: %d bytes, the limit is %d (queue.Config.MaxPayload)",
+			ErrPayloadTooLarge, len(job.Payload), c.cfg.MaxPayload)
+	}
+	return nil
 }
 
 // register returns the queue names not yet added to the queues set by this Client; they

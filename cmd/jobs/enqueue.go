@@ -14,12 +14,15 @@ func enqueueCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "enqueue",
 		Usage:     "add a job; prints its ID",
-		ArgsUsage: "TYPE [PAYLOAD|-]",
+		ArgsUsage: "TYPE [PAYLOAD|-] | --file FILE",
 		Description: "PAYLOAD is stored as given; - reads it from stdin. Examples:\n\n" +
 			"   jobs enqueue email '{\"to\":\"ann@example.com\"}'\n" +
 			"   jobs enqueue --delay 10m --queue reports report:daily\n" +
 			"   jobs enqueue --id order-42 charge - < order.json   # exits 3 if order-42 exists\n" +
-			"   jobs enqueue --unique-for 1h digest '{\"user\":7}'  # exits 3 and prints the first ID within the hour",
+			"   jobs enqueue --unique-for 1h digest '{\"user\":7}'  # exits 3 and prints the first ID within the hour\n" +
+			"   jobs enqueue --file jobs.jsonl   # one JSON object per line, in batches of 1000:\n" +
+			"     {\"type\":\"email\",\"payload\":{\"to\":\"ann\"},\"queue\":\"mail\",\"delay\":\"5m\",\"at\":\"...\",\"id\":\"...\",\n" +
+			"      \"max_retry\":3,\"timeout\":\"1m\",\"unique_for\":\"1h\",\"unique_key\":\"...\",\"exclusive_key\":\"...\"}",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Value: queue.DefaultQueue, Usage: "queue to put the job on"},
 			&cli.DurationFlag{Name: "delay", Usage: "run after this long (e.g. 30s, 5m)"},
@@ -27,6 +30,7 @@ func enqueueCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "max-retry", Value: queue.DefaultMaxRetry, Usage: "retries after the first attempt before the job is dead"},
 			&cli.DurationFlag{Name: "timeout", Value: queue.DefaultTimeout, Usage: "limit of one attempt"},
 			&cli.StringFlag{Name: "id", Usage: "explicit job ID; enqueuing an existing ID exits 3"},
+			&cli.StringFlag{Name: "file", Usage: "enqueue the JSON lines of this file (- for stdin) instead of one job"},
 			&cli.DurationFlag{Name: "unique-for", Usage: "reject (exit 3, printing the first job's ID) the same type+payload on this queue for this long, or until the first job finishes"},
 			&cli.StringFlag{Name: "unique-key", Usage: "with --unique-for: the dedup key instead of type+payload"},
 			&cli.BoolFlag{Name: "unique-until-expiry", Usage: "with --unique-for: keep the key for the whole duration, even after the job finishes"},
@@ -34,6 +38,17 @@ func enqueueCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "exclusive-key", Usage: "the exclusive key (implies --exclusive)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.IsSet("file") {
+				if c.NArg() > 0 || c.NumFlags() > 1 {
+					return usagef("--file takes no TYPE and no other flag: each line carries its own settings")
+				}
+				client, err := connect(c)
+				if err != nil {
+					return err
+				}
+				defer client.Redis().Close()
+				return enqueueFile(c, e, client, c.String("file"))
+			}
 			if c.NArg() < 1 || c.NArg() > 2 {
 				return usagef("enqueue takes TYPE [PAYLOAD|-], got %d arguments", c.NArg())
 			}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/urfave/cli/v2"
+)
+
+// fileJob is one line of `jobs enqueue --file`: the flags of `jobs enqueue`, as JSON.
+type fileJob struct {
+	Type         string          `json:"type"`
+	Payload      json.RawMessage `json:"payload"` // a JSON string is stored as its text; anything else as its JSON
+	Queue        string          `json:"queue"`
+	Delay        string          `json:"delay"`
+	At           string          `json:"at"`
+	ID           string          `json:"id"`
+	MaxRetry     *int            `json:"max_retry"`
+	Timeout      string          `json:"timeout"`
+	UniqueFor    string          `json:"unique_for"`
+	UniqueKey    string          `json:"unique_key"`
+	Exclusive    bool            `json:"exclusive"`
+	ExclusiveKey string          `json:"exclusive_key"`
+}
+
+// fileBatch is how many lines go into one EnqueueBatch: one round trip each.
+const fileBatch = 1000
+
+// enqueueFile enqueues the JSON lines of path ("-": stdin) in batches. A bad line stops it
+// with the line's number and how many jobs were enqueued before it, all of them from the
+// lines above, so `tail -n +N` of the fixed file resumes.
+func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) error {
+	var r io.Reader = e.stdin
+	var size int64
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			size = st.Size()
+		}
+		r = f
+	}
+	var progress io.Writer
+	if f, ok := e.stderr.(*os.File); ok && isTerminal(f) {
+		progress = f
+	}
+	start := time.Now()
+	var read int64
+	enqueued, dups := 0, 0
+	var batch []queue.BatchJob
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := client.EnqueueBatch(c.Context, batch)
+		if err != nil {
+			return fmt.Errorf("after %d jobs enqueued: %w", enqueued, err)
+		}
+		for _, r := range res {
+			if errors.Is(r.Err, queue.ErrDuplicate) {
+				dups++
+			} else {
+				enqueued++
+			}
+		}
+		batch = batch[:0]
+		if progress != nil {
+			pct := ""
+			if size > 0 {
+				pct = fmt.Sprintf(" %3.0f%%", 100*float64(read)/float64(size))
+			}
+			fmt.Fprintf(progress, "\r%s enqueued %d jobs (%d duplicates) %.0f jobs/s ", pct, enqueued, dups,
+				float64(enqueued+dups)/time.Since(start).Seconds())
+		}
+		return nil
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 2*queue.DefaultMaxPayload+64<<10)
+	line := 0
+	for sc.Scan() {
+		line++
+		read += int64(len(sc.Bytes())) + 1
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		bj, err := parseFileJob(sc.Bytes())
+		if err == nil {
+			err = client.Check(bj)
+		}
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return usagef("%s line %d: %v (%d jobs from the lines above were enqueued; fix it and resume with tail -n +%d)",
+				path, line, err, enqueued, line)
+		}
+		batch = append(batch, bj)
+		if len(batch) == fileBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if ferr := flush(); ferr != nil {
+			return ferr
+		}
+		return fmt.Errorf("%s after line %d: %w (%d jobs enqueued)", path, line, err, enqueued)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if progress != nil {
+		fmt.Fprintln(progress)
+	}
+	fmt.Fprintf(e.stdout, "enqueued %d jobs (%d duplicates skipped) in %.2fs\n", enqueued, dups, time.Since(start).Seconds())
+	return nil
+}
+
+func parseFileJob(b []byte) (queue.BatchJob, error) {
+	var fj fileJob
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fj); err != nil {
+		return queue.BatchJob{}, fmt.Errorf("not a job object: %v", err)
+	}
+	bj := queue.BatchJob{Type: fj.Type}
+	if len(fj.Payload) > 0 && string(fj.Payload) != "null" {
+		var s string
+		if json.Unmarshal(fj.Payload, &s) == nil {
+			bj.Payload = []byte(s)
+		} else {
+			bj.Payload = []byte(fj.Payload)
+		}
+	}
+	if fj.Queue != "" {
+		bj.Options = append(bj.Options, queue.On(fj.Queue))
+	}
+	dur := func(name, v string, opt func(time.Duration) queue.Option) error {
+		if v == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%s %q: want a duration like 30s or 5m", name, v)
+		}
+		bj.Options = append(bj.Options, opt(d))
+		return nil
+	}
+	if err := dur("delay", fj.Delay, queue.Delay); err != nil {
+		return bj, err
+	}
+	if err := dur("timeout", fj.Timeout, queue.Timeout); err != nil {
+		return bj, err
+	}
+	if err := dur("unique_for", fj.UniqueFor, queue.Unique); err != nil {
+		return bj, err
+	}
+	if fj.At != "" {
+		at, err := time.Parse(time.RFC3339, fj.At)
+		if err != nil {
+			return bj, fmt.Errorf("at %q: want RFC 3339 like 2026-12-24T18:00:00Z", fj.At)
+		}
+		bj.Options = append(bj.Options, queue.At(at))
+	}
+	if fj.ID != "" {
+		bj.Options = append(bj.Options, queue.ID(fj.ID))
+	}
+	if fj.MaxRetry != nil {
+		bj.Options = append(bj.Options, queue.MaxRetry(*fj.MaxRetry))
+	}
+	if fj.UniqueKey != "" {
+		bj.Options = append(bj.Options, queue.UniqueKey(fj.UniqueKey))
+	}
+	if fj.Exclusive || fj.ExclusiveKey != "" {
+		bj.Options = append(bj.Options, queue.Exclusive(fj.ExclusiveKey))
+	}
+	return bj, nil
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
+)
+
+func TestEnqueueFile(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	var b strings.Builder
+	for i := range 2500 {
+		fmt.Fprintf(&b, `{"type":"t","payload":{"n":%d},"queue":"bulk"}`+"\n", i)
+	}
+	b.WriteString(`{"type":"s","payload":"plain text","id":"fixed","max_retry":2,"delay":"1h"}` + "\n\n")
+	b.WriteString(`{"type":"s","id":"fixed"}` + "\n")
+	path := filepath.Join(t.TempDir(), "jobs.jsonl")
+	os.WriteFile(path, []byte(b.String()), 0o644)
+	r := jobs(t, p, "", "enqueue", "--file", path)
+	if r.code != 0 || !strings.Contains(r.stdout, "enqueued 2501 jobs (1 duplicates skipped)") {
+		t.Fatalf("enqueue --file = %+v", r)
+	}
+	client, _ := queue.NewClient(redistest.Client(t), queue.Config{Prefix: p})
+	ctx := context.Background()
+	j, err := client.Get(ctx, "default", "fixed")
+	if err != nil || string(j.Payload) != "plain text" || j.MaxRetry != 2 || j.State != queue.StateScheduled {
+		t.Errorf("fixed job = %+v, %v", j, err)
+	}
+	got, _ := client.List(ctx, "bulk", queue.StateReady, 0, 1)
+	if len(got) != 1 || string(got[0].Payload) != `{"n":0}` {
+		t.Errorf("first bulk job = %+v", got)
+	}
+	if r := jobs(t, p, `{"type":"a"}`+"\n", "enqueue", "--file", "-"); r.code != 0 || !strings.Contains(r.stdout, "enqueued 1 jobs") {
+		t.Errorf("enqueue --file - = %+v", r)
+	}
+}
+
+func TestEnqueueFileStopsAtBadLine(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"malformed", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\n{\"type\":\"a\"}\n", "line 3: not a job object"},
+		{"unknown field", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"dealy\":\"5s\"}\n", `line 3: not a job object: json: unknown field "dealy"`},
+		{"bad type", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"\"}\n", "line 3: queue: invalid argument: job type"},
+		{"bad delay", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"delay\":\"soon\"}\n", `line 3: delay "soon"`},
+	} {
+		q := strings.ReplaceAll(tc.name, " ", "")
+		content := strings.ReplaceAll(tc.content, `"type":"a"`, `"type":"a","queue":"`+q+`"`)
+		r := jobs(t, p, content, "enqueue", "--file", "-")
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "2 jobs from the lines above were enqueued") {
+			t.Errorf("%s: exit %d stderr %q; want 2 mentioning %q and the count", tc.name, r.code, r.stderr, tc.want)
+		}
+		client, _ := queue.NewClient(redistest.Client(t), queue.Config{Prefix: p})
+		if got, _ := client.List(context.Background(), q, queue.StateReady, 0, 10); len(got) != 2 {
+			t.Errorf("%s: %d jobs enqueued, want the 2 before the bad line", tc.name, len(got))
+		}
+	}
+	if r := jobs(t, p, "", "enqueue", "--file", "/nonexistent"); r.code != 1 || !strings.Contains(r.stderr, "no such file") {
+		t.Errorf("missing file = %+v", r)
+	}
+	if r := jobs(t, p, "", "enqueue", "--file", "-", "--queue", "x"); r.code != 2 {
+		t.Errorf("--file with --queue = %+v, want exit 2", r)
+	}
+}
