@@ -21,6 +21,7 @@ import (
 	"github.com/jobs-dev/jobs/internal/ident"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
+	"github.com/prometheus/client_golang/prometheus"
 	robfig "github.com/robfig/cron/v3"
 )
 
@@ -48,6 +49,10 @@ type Config struct {
 	Logger *slog.Logger
 	// ID names this scheduler in logs. Default: host:pid:random.
 	ID string
+	// Registerer receives jobs_cron_fired_total{entry} (ticks this scheduler enqueued) and
+	// jobs_cron_skipped_total{entry,reason} (reason "held": another scheduler fired the
+	// tick; "duplicate": its job already existed). Default: nil, no metrics.
+	Registerer prometheus.Registerer
 }
 
 // Scheduler fires cron entries; see the package doc.
@@ -58,6 +63,8 @@ type Scheduler struct {
 	cfg    Config
 	log    *slog.Logger
 	static map[string]Entry
+
+	fired, skipped *prometheus.CounterVec // nil without Config.Registerer
 }
 
 // New returns a Scheduler; it does nothing until Run. It fails on an invalid static entry
@@ -79,6 +86,19 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{client: client, store: NewStore(client), locker: lock.New(client.Redis()),
 		cfg: cfg, log: cfg.Logger.With(slog.String("scheduler_id", cfg.ID)), static: map[string]Entry{}}
+	if reg := cfg.Registerer; reg != nil {
+		s.fired = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobs_cron_fired_total", Help: "Cron ticks this scheduler enqueued, by entry.",
+		}, []string{"entry"})
+		s.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobs_cron_skipped_total", Help: "Cron ticks this scheduler left to another (reason held or duplicate), by entry.",
+		}, []string{"entry", "reason"})
+		for _, c := range []prometheus.Collector{s.fired, s.skipped} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("cron: register metrics: %w", err)
+			}
+		}
+	}
 	for _, e := range cfg.Entries {
 		if err := e.Validate(); err != nil {
 			return nil, err
@@ -222,6 +242,7 @@ func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
 	_, err := s.locker.TryLock(ctx, s.client.CronTickLock(e.Name, tick), s.cfg.LockTTL)
 	if errors.Is(err, lock.ErrHeld) {
 		log.LogAttrs(ctx, slog.LevelDebug, "tick fired by another scheduler")
+		s.count(s.skipped, e.Name, "held")
 		return
 	}
 	if err != nil {
@@ -238,15 +259,23 @@ func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
 		log.LogAttrs(ctx, slog.LevelDebug, "tick already enqueued")
+		s.count(s.skipped, e.Name, "duplicate")
 		return
 	case err != nil:
 		log.LogAttrs(ctx, slog.LevelError, "cron tick lost: cannot enqueue", slog.String("error", err.Error()))
 		return
 	}
+	s.count(s.fired, e.Name)
 	log.LogAttrs(ctx, slog.LevelDebug, "cron fired", slog.String("job_id", id),
 		slog.Duration("late", time.Since(tick)))
 	st := State{LastTick: tick, LastJob: id, NextTick: p.sched.Next(time.Now())}
 	if err := s.store.record(ctx, e.Name, st); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "cannot record cron state", slog.String("error", err.Error()))
+	}
+}
+
+func (s *Scheduler) count(v *prometheus.CounterVec, labels ...string) {
+	if v != nil {
+		v.WithLabelValues(labels...).Inc()
 	}
 }

@@ -235,3 +235,35 @@ func toAny(ss []string) []any {
 	}
 	return out
 }
+
+// Depths returns the number of jobs in each waiting or running state of the given queues
+// (all known queues when nil) in one pipelined round trip (two when discovering queues):
+// queue -> state -> count. Done jobs are not counted (see Stats).
+func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[State]int64, error) {
+	if queues == nil {
+		var err error
+		if queues, err = c.Queues(ctx); err != nil {
+			return nil, err
+		}
+	}
+	pipe := c.rdb.Pipeline()
+	type cmds struct{ ready, scheduled, active, retry, dead *redis.IntCmd }
+	cs := make([]cmds, len(queues))
+	for i, q := range queues {
+		k := c.keys.queue(q)
+		cs[i] = cmds{pipe.LLen(ctx, k.ready), pipe.ZCard(ctx, k.scheduled), pipe.ZCard(ctx, k.active),
+			pipe.ZCard(ctx, k.retry), pipe.ZCard(ctx, k.dead)}
+	}
+	if len(queues) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("depths: %w", err)
+		}
+	}
+	out := make(map[string]map[State]int64, len(queues))
+	for i, q := range queues {
+		x := cs[i]
+		out[q] = map[State]int64{StateReady: x.ready.Val(), StateScheduled: x.scheduled.Val(),
+			StateActive: x.active.Val(), StateRetry: x.retry.Val(), StateDead: x.dead.Val()}
+	}
+	return out, nil
+}

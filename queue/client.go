@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobs-dev/jobs/scripts"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,6 +48,8 @@ type Config struct {
 	// DoneMax caps how many done jobs a queue keeps within DoneRetention; the oldest are
 	// deleted past it, so retention cannot grow with throughput. Default: 10000.
 	DoneMax int
+	// Registerer receives jobs_enqueued_total{queue,type}. Default: nil, no metrics.
+	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {
@@ -87,6 +90,8 @@ type Client struct {
 	known  sync.Map // queue name -> struct{}: already added to the queues set
 	token  string   // random per Client: lease tokens are token + seq + index
 	tokens atomic.Uint64
+
+	enqueued *prometheus.CounterVec // nil without Config.Registerer
 }
 
 // NewClient returns a Client over rdb, which may be a single node, a Sentinel-backed or a
@@ -99,8 +104,17 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix},
-		token: strconv.FormatUint(rand.Uint64(), 36)}, nil
+	c := &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix},
+		token: strconv.FormatUint(rand.Uint64(), 36)}
+	if cfg.Registerer != nil {
+		c.enqueued = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobs_enqueued_total", Help: "Jobs enqueued by this client (duplicates not counted), by queue and type.",
+		}, []string{"queue", "type"})
+		if err := cfg.Registerer.Register(c.enqueued); err != nil {
+			return nil, fmt.Errorf("queue: register metrics: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // Redis returns the client's Redis connection.
@@ -229,6 +243,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 			}
 		}
 	}
+	c.countEnqueued(jobs, results)
 	return results, nil
 }
 
@@ -246,6 +261,19 @@ func (c *Client) Check(job BatchJob) error {
 			ErrPayloadTooLarge, len(job.Payload), c.cfg.MaxPayload)
 	}
 	return nil
+}
+
+// countEnqueued adds the batch's new jobs to jobs_enqueued_total.
+func (c *Client) countEnqueued(jobs []BatchJob, results []BatchResult) {
+	if c.enqueued == nil {
+		return
+	}
+	for i, r := range results {
+		if r.Err == nil && r.ID != "" {
+			o, _ := resolve(jobs[i].Options)
+			c.enqueued.WithLabelValues(o.queue, jobs[i].Type).Inc()
+		}
+	}
 }
 
 // register returns the queue names not yet added to the queues set by this Client; they

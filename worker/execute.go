@@ -25,6 +25,7 @@ const reportTimeout = 10 * time.Second
 type outcome struct {
 	err    error
 	result []byte
+	took   time.Duration // measured on this worker's clock
 }
 
 // execute runs one attempt of a claimed job end to end: the handler under the job's
@@ -61,6 +62,7 @@ func (w *Worker) execute(ctx context.Context, r *run) {
 	hctx := context.WithValue(tctx, resultKey{}, &result)
 
 	done := make(chan outcome, 1)
+	began := time.Now()
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
@@ -81,6 +83,7 @@ func (w *Worker) execute(ctx context.Context, r *run) {
 			o.err = fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace)
 		}
 	}
+	o.took = time.Since(began)
 	cause := context.Cause(tctx)
 	switch {
 	case o.err != nil && errors.Is(cause, context.DeadlineExceeded):
@@ -124,7 +127,8 @@ func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o
 	case o.err == nil:
 		err = w.client.Ack(ctx, job, o.result)
 		if err == nil {
-			log.LogAttrs(ctx, slog.LevelDebug, "job done", slog.Duration("took", time.Since(job.StartedAt)))
+			w.metrics.observe(job, outcomeSuccess, o.took)
+			log.LogAttrs(ctx, slog.LevelDebug, "job done", slog.Duration("took", o.took))
 		}
 	case errors.Is(cause, errShutdown):
 		err = w.client.HandBack(ctx, job, 0)
@@ -144,6 +148,11 @@ func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o
 		var state queue.State
 		state, err = w.client.Fail(ctx, job, o.err.Error(), retryIn)
 		if err == nil {
+			outcome := outcomeRetry
+			if state == queue.StateDead {
+				outcome = outcomeDead
+			}
+			w.metrics.observe(job, outcome, o.took)
 			level := slog.LevelWarn
 			var asked *retryRequested
 			if errors.As(o.err, &asked) {

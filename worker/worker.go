@@ -15,6 +15,7 @@ import (
 	"github.com/jobs-dev/jobs/internal/ident"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for Config's zero fields.
@@ -49,6 +50,10 @@ type Config struct {
 	Logger *slog.Logger
 	// ID names this worker in jobs (Job.Worker) and logs. Default: host:pid:random.
 	ID string
+	// Registerer receives the worker's Prometheus metrics (jobs_processed_total,
+	// jobs_duration_seconds, jobs_worker_busy, jobs_worker_concurrency and the
+	// scrape-time jobs_queue_depth). Default: nil, no metrics.
+	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {
@@ -106,6 +111,7 @@ type Worker struct {
 	running map[string]*run // by job ID
 	busy    atomic.Int64
 	freed   chan struct{} // a slot came free (buffered 1)
+	metrics *metrics      // nil without Config.Registerer
 }
 
 // run is one job being executed.
@@ -130,6 +136,11 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 		w.queues = append(w.queues, q)
 	}
 	sort.Strings(w.queues)
+	m, err := newMetrics(cfg.Registerer, w)
+	if err != nil {
+		return nil, fmt.Errorf("worker: register metrics: %w", err)
+	}
+	w.metrics = m
 	return w, nil
 }
 
@@ -356,7 +367,7 @@ func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitG
 	w.mu.Lock()
 	w.running[job.ID] = r
 	w.mu.Unlock()
-	w.busy.Add(1)
+	w.metrics.setBusy(w.busy.Add(1))
 	jobs.Add(1)
 	go func() {
 		defer jobs.Done()
@@ -365,7 +376,7 @@ func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitG
 		w.mu.Lock()
 		delete(w.running, job.ID)
 		w.mu.Unlock()
-		w.busy.Add(-1)
+		w.metrics.setBusy(w.busy.Add(-1))
 		select {
 		case w.freed <- struct{}{}:
 		default:

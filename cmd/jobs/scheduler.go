@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobs-dev/jobs/cron"
 	"github.com/urfave/cli/v2"
@@ -21,6 +24,7 @@ func schedulerCommand(e *env) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "cron", Usage: "'NAME SPEC TYPE [PAYLOAD]': a static entry (repeatable)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			metricsFlag,
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -43,7 +47,18 @@ func schedulerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
-			s, err := cron.New(client, cron.Config{Entries: entries, Logger: logger})
+			var reg *prometheus.Registry
+			if addr := c.String("metrics"); addr != "" {
+				reg = newRegistry()
+				stop, err := serveMetrics(addr, reg, func(ctx context.Context) error {
+					return client.Redis().Ping(ctx).Err()
+				}, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			s, err := cron.New(client, cron.Config{Entries: entries, Logger: logger, Registerer: registerer(reg)})
 			if err != nil {
 				return usagef("%v", err)
 			}

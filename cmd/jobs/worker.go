@@ -5,8 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"context"
+
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 )
 
@@ -35,6 +38,7 @@ func workerCommand(e *env) *cli.Command {
 			&cli.DurationFlag{Name: "dead-retention", Value: queue.DefaultDeadRetention, Usage: "how long a dead job stays in the dead set"},
 			&cli.IntFlag{Name: "dead-max", Value: queue.DefaultDeadMax, Usage: "most dead jobs kept per queue (oldest go first)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			metricsFlag,
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -78,7 +82,19 @@ func workerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
+			var reg *prometheus.Registry
+			if addr := c.String("metrics"); addr != "" {
+				reg = newRegistry()
+				stop, err := serveMetrics(addr, reg, func(ctx context.Context) error {
+					return client.Redis().Ping(ctx).Err()
+				}, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			w, err := worker.New(client, worker.Config{
+				Registerer:      registerer(reg),
 				Handler:         mux,
 				Queues:          queues,
 				Concurrency:     c.Int("concurrency"),
