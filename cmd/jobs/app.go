@@ -93,6 +93,7 @@ func newApp(e *env) *cli.App {
 			schedulerCommand(e),
 			cronCommand(e),
 			benchCommand(e),
+			doctorCommand(e),
 		},
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
 		HideHelpCommand: true,
