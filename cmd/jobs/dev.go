@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/internal/devserver"
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
@@ -19,10 +20,10 @@ import (
 func devCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "dev",
-		Usage: "run an in-memory Redis with a worker attached, to try jobs with nothing installed",
+		Usage: "run an in-memory Redis with a worker and a scheduler attached, to try jobs with nothing installed",
 		Description: "Nothing is durable: every job is gone when jobs dev stops. The worker runs the\n" +
-			"built-in echo type (its result is its payload) and any --run TYPE=COMMAND. From another\n" +
-			"shell, point the CLI at it:\n\n" +
+			"built-in echo type (its result is its payload) and any --run TYPE=COMMAND; the scheduler\n" +
+			"fires --cron entries and those of `jobs cron add`. From another shell, point the CLI at it:\n\n" +
 			"   jobs dev                       # listens on 127.0.0.1:6379\n" +
 			"   jobs --redis redis://127.0.0.1:6379 enqueue echo hello\n" +
 			"   jobs --redis redis://127.0.0.1:6379 inspect ID\n\n" +
@@ -31,6 +32,7 @@ func devCommand(e *env) *cli.Command {
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:6379", Usage: "address to listen on (127.0.0.1:0 for any free port)"},
 			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: also run COMMAND for jobs of TYPE (repeatable)"},
 			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
+			&cli.StringSliceFlag{Name: "cron", Usage: "'NAME SPEC TYPE [PAYLOAD]': a cron entry (repeatable)"},
 			&cli.BoolFlag{Name: "demo", Usage: "enqueue a few example jobs, show their lifecycle, then exit"},
 		},
 		Action: func(c *cli.Context) error {
@@ -54,6 +56,17 @@ func devCommand(e *env) *cli.Command {
 			}
 			if c.Int("concurrency") <= 0 {
 				return usagef("--concurrency %d: must be at least 1", c.Int("concurrency"))
+			}
+			var entries []cron.Entry
+			for _, s := range c.StringSlice("cron") {
+				entry, err := cron.ParseEntry(s)
+				if err != nil {
+					return usagef("--cron: %v", err)
+				}
+				entries = append(entries, entry)
+			}
+			if c.Bool("demo") {
+				entries = append(entries, cron.Entry{Name: "demo-tick", Spec: "@every 1s", Type: "echo", Payload: "fired by cron"})
 			}
 			addr := c.String("addr")
 			if c.Bool("demo") && !c.IsSet("addr") {
@@ -89,17 +102,28 @@ func devCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			done := make(chan error, 1)
+			s, err := cron.New(client, cron.Config{Entries: entries,
+				Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))})
+			if err != nil {
+				return usagef("%v", err)
+			}
+			done := make(chan error, 2)
 			go func() { done <- w.Run(ctx) }()
+			go func() { done <- s.Run(ctx) }()
 
 			if !c.Bool("demo") {
-				fmt.Fprintf(e.stderr, "jobs dev: worker running echo%s; in another shell:\n"+
+				fmt.Fprintf(e.stderr, "jobs dev: worker running echo%s, scheduler running; in another shell:\n"+
 					"  jobs --redis %s enqueue echo hello\n  jobs --redis %s inspect ID\n"+
-					"Ctrl-C stops.\n", strings.Join(append([]string{""}, c.StringSlice("run")...), ", "), url, url)
-				return <-done
+					"  jobs --redis %s cron add tick '@every 5s' echo hi\n"+
+					"Ctrl-C stops.\n", strings.Join(append([]string{""}, c.StringSlice("run")...), ", "), url, url, url)
+				err := <-done
+				stop()
+				<-done
+				return err
 			}
 			err = runDemo(ctx, client, e.stdout)
 			stop()
+			<-done
 			<-done
 			if err == nil {
 				fmt.Fprintf(e.stdout, "\nThat was the whole lifecycle. Keep a server up with `jobs dev` and use\n"+
@@ -164,13 +188,21 @@ func runDemo(ctx context.Context, client *queue.Client, out io.Writer) error {
 		}
 		ids[i] = id
 	}
-	fmt.Fprintf(out, "Enqueued %d jobs; watching them move (states: scheduled, ready, active, retry, done, dead):\n\n", len(ids))
+	// The scheduler's demo-tick entry fires every second; follow its next tick's job.
+	every, _ := cron.Schedule("@every 1s")
+	demo = append(demo, demoJob{label: "cron, @every 1s", typ: "echo"})
+	ids = append(ids, cron.JobID("demo-tick", every.Next(time.Now())))
+	fmt.Fprintf(out, "Enqueued %d jobs, and a cron entry fires every second; watching them move\n"+
+		"(states: scheduled, ready, active, retry, done, dead):\n\n", len(ids)-1)
 	last := make([]string, len(ids))
 	finished := 0
 	deadline := time.After(30 * time.Second)
 	for finished < len(ids) {
 		for i, id := range ids {
 			j, err := client.Get(ctx, queue.DefaultQueue, id)
+			if errors.Is(err, queue.ErrNotFound) {
+				continue // a cron tick not fired yet
+			}
 			if err != nil {
 				return err
 			}

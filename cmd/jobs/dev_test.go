@@ -15,7 +15,8 @@ func TestDevDemo(t *testing.T) {
 		t.Fatalf("jobs dev --demo = exit %d\nstdout:\n%s\nstderr:\n%s", r.code, out, errb)
 	}
 	for _, want := range []string{`result "hello from jobs"`, `result "SHOUT THIS"`, `result "I waited"`,
-		`result "worked on attempt 2"`, "dead      last error: simulated bug (attempt 2)", "All 5 jobs finished"} {
+		`result "worked on attempt 2"`, "dead      last error: simulated bug (attempt 2)",
+		`result "fired by cron"`, "All 6 jobs finished"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
