@@ -142,6 +142,7 @@ func pauseCommands(e *env) []*cli.Command {
 	cmd := func(name, usage string, act func(*cli.Context, *queue.Client, string) error, done string) *cli.Command {
 		return &cli.Command{
 			Name: name, Usage: usage, ArgsUsage: "QUEUE",
+			Description: "Example:\n\n   jobs " + name + " emails",
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return usagef("%s takes one queue name, got %d arguments", name, c.NArg())

@@ -134,6 +134,7 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 	}
 	opts.DialTimeout = 2 * time.Second
 	opts.MaxRetries = 1
+	opts.DialerRetries = 2 // fail fast on a wrong address; workers retry with their own backoff
 	rdb := redis.NewClient(opts)
 	var cfg queue.Config
 	if len(configs) > 0 {

@@ -249,3 +249,25 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestEveryCommandReportsARefusedRedis runs each command that needs Redis against a port
+// nothing listens on: one line, exit 1, within seconds.
+func TestEveryCommandReportsARefusedRedis(t *testing.T) {
+	t.Parallel()
+	srv, _ := redistest.Start()
+	url := "redis://" + srv.Addr
+	srv.Stop()
+	for _, args := range [][]string{
+		{"enqueue", "t"}, {"enqueue", "--file", "-"}, {"inspect", "X"}, {"ls", "q"}, {"stats"},
+		{"retry", "X"}, {"cancel", "X"}, {"pause", "q"}, {"resume", "q"}, {"purge", "q", "--state", "dead"},
+		{"worker", "--run", "t=true"}, {"scheduler"}, {"cron", "ls"}, {"cron", "rm", "x"},
+		{"cron", "add", "x", "@hourly", "t"}, {"doctor"}, {"bench", "--n", "1"},
+	} {
+		start := time.Now()
+		r := runCLI("", append([]string{"--redis", url}, args...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "cannot reach Redis") || strings.Count(r.stderr, "\n") != 1 ||
+			time.Since(start) > 5*time.Second {
+			t.Errorf("jobs %v on a refused Redis = exit %d after %s, stderr %q", args, r.code, time.Since(start), r.stderr)
+		}
+	}
+}
