@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/coalesce"
 	"github.com/jobs-dev/jobs/scripts"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -92,6 +93,12 @@ type Client struct {
 	tokens atomic.Uint64
 
 	enqueued *prometheus.CounterVec // nil without Config.Registerer
+
+	// Concurrent single Enqueue and Ack calls are coalesced into one script call per
+	// queue (see internal/coalesce): a web server's many small enqueues, or a worker's
+	// many finishing jobs, share round trips without any added delay.
+	enqueues *coalesce.Batcher[BatchJob, BatchResult]
+	acks     *coalesce.Batcher[ackItem, error]
 }
 
 // NewClient returns a Client over rdb, which may be a single node, a Sentinel-backed or a
@@ -106,6 +113,8 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	}
 	c := &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix},
 		token: strconv.FormatUint(rand.Uint64(), 36)}
+	c.enqueues = coalesce.New(coalesceMax, c.enqueueCoalesced)
+	c.acks = coalesce.New(coalesceMax, c.ackCoalesced)
 	if cfg.Registerer != nil {
 		c.enqueued = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobs_enqueued_total", Help: "Jobs enqueued by this client (duplicates not counted), by queue and type.",
@@ -127,11 +136,31 @@ func (c *Client) Config() Config { return c.cfg }
 // on the "default" queue. When [ID] names a job that exists, or a [Unique] job's key is
 // held, it returns the existing job's ID and ErrDuplicate.
 func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts ...Option) (string, error) {
-	res, err := c.EnqueueBatch(ctx, []BatchJob{{Type: typ, Payload: payload, Options: opts}})
+	job := BatchJob{Type: typ, Payload: payload, Options: opts}
+	if err := c.Check(job); err != nil {
+		return "", err
+	}
+	res, err := c.enqueues.Do(ctx, job)
 	if err != nil {
 		return "", err
 	}
-	return res[0].ID, res[0].Err
+	return res.ID, res.Err
+}
+
+// coalesceMax bounds a coalesced batch: one script call of at most this many jobs.
+const coalesceMax = 256
+
+// enqueueCoalesced enqueues concurrent Enqueue calls together. Each job was checked by
+// its caller, so only a Redis error can fail the batch, and it fails each job alike.
+func (c *Client) enqueueCoalesced(jobs []BatchJob) []BatchResult {
+	res, err := c.EnqueueBatch(context.Background(), jobs)
+	if err != nil {
+		res = make([]BatchResult, len(jobs))
+		for i := range res {
+			res[i].Err = err
+		}
+	}
+	return res
 }
 
 // BatchJob is one job given to [Client.EnqueueBatch].

@@ -87,25 +87,67 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 }
 
 // Ack marks a claimed job done and stores result. It returns ErrLeaseLost, changing
-// nothing, when the caller's lease is gone.
+// nothing, when the caller's lease is gone. Concurrent Acks share one script call per
+// queue.
 func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
-	qk := c.keys.queue(job.Queue)
+	err, waitErr := c.acks.Do(ctx, ackItem{job, result})
+	if waitErr != nil {
+		return fmt.Errorf("ack %s: %w", job.ID, waitErr)
+	}
+	return err
+}
+
+type ackItem struct {
+	job    *Job
+	result []byte
+}
+
+// ackCoalesced acknowledges a batch of jobs: one ack.lua call per queue, pipelined.
+func (c *Client) ackCoalesced(items []ackItem) []error {
 	retention := ms(c.cfg.DoneRetention)
 	if c.cfg.DoneRetention < 0 {
 		retention = 0
 	}
-	res, err := c.run(ctx, scripts.Ack, []string{qk.active, qk.done},
-		qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax, job.ID, job.Lease, result).Int64Slice()
-	if err != nil {
-		return fmt.Errorf("ack %s: %w", job.ID, err)
+	byQueue := map[string][]int{}
+	var order []string
+	for i, it := range items {
+		if _, ok := byQueue[it.job.Queue]; !ok {
+			order = append(order, it.job.Queue)
+		}
+		byQueue[it.job.Queue] = append(byQueue[it.job.Queue], i)
 	}
-	if len(res) != 1 {
-		return fmt.Errorf("ack %s: %w", job.ID, errBadReply)
+	calls := make([]*scriptCall, len(order))
+	for k, q := range order {
+		qk := c.keys.queue(q)
+		args := make([]any, 0, 4+3*len(byQueue[q]))
+		args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax)
+		for _, i := range byQueue[q] {
+			args = append(args, items[i].job.ID, items[i].job.Lease, items[i].result)
+		}
+		calls[k] = &scriptCall{script: scripts.Ack, keys: []string{qk.active, qk.done}, args: args}
 	}
-	if res[0] == 0 {
-		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)
+	errs := make([]error, len(items))
+	runErr := c.runScripts(context.Background(), nil, calls)
+	for k, q := range order {
+		var codes []int64
+		err := runErr
+		if err == nil {
+			codes, err = calls[k].cmd.Int64Slice()
+		}
+		if err == nil && len(codes) != len(byQueue[q]) {
+			err = errBadReply
+		}
+		for n, i := range byQueue[q] {
+			id := items[i].job.ID
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("ack %s: %w", id, err)
+			case codes[n] == 0:
+				errs[i] = fmt.Errorf("ack %s: %w", id, ErrLeaseLost)
+			}
+		}
 	}
-	return nil
+	return errs
 }
 
 // NoRetry, given to Fail as retryIn, sends the job to the dead set whatever attempts it

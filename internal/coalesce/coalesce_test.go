@@ -1,0 +1,66 @@
+package coalesce
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestConcurrentCallsShareBatches(t *testing.T) {
+	var calls, biggest atomic.Int64
+	b := New(50, func(batch []int) []int {
+		calls.Add(1)
+		if n := int64(len(batch)); n > biggest.Load() {
+			biggest.Store(n)
+		}
+		time.Sleep(time.Millisecond) // a round trip
+		out := make([]int, len(batch))
+		for i, v := range batch {
+			out[i] = v * 2
+		}
+		return out
+	})
+	var wg sync.WaitGroup
+	for g := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				v := g*1000 + i
+				got, err := b.Do(context.Background(), v)
+				if err != nil || got != 2*v {
+					t.Errorf("Do(%d) = %d, %v", v, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if calls.Load() >= 2000 || biggest.Load() > 50 || biggest.Load() < 2 {
+		t.Errorf("%d batches for 2000 calls, biggest %d: want fewer batches, none over 50", calls.Load(), biggest.Load())
+	}
+}
+
+func TestLoneCallGoesAtOnce(t *testing.T) {
+	b := New(10, func(batch []string) []string { return batch })
+	for range 3 {
+		if got, err := b.Do(context.Background(), "x"); err != nil || got != "x" {
+			t.Fatalf("Do() = %q, %v", got, err)
+		}
+	}
+}
+
+func TestWaitingCallReturnsWhenContextEnds(t *testing.T) {
+	release := make(chan struct{})
+	b := New(10, func(batch []int) []int { <-release; return batch })
+	go b.Do(context.Background(), 1) // runs the flush, blocked in do
+	time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := b.Do(ctx, 2); err == nil {
+		t.Fatal("a waiting Do() returned no error after its context ended")
+	}
+	close(release)
+}
