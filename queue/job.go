@@ -78,8 +78,12 @@ func decodeFlat(queue string, flat []any) *Job {
 	h := make(map[string]string, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		k, _ := flat[i].(string)
-		v, _ := flat[i+1].(string)
-		h[k] = v
+		switch v := flat[i+1].(type) {
+		case string:
+			h[k] = v
+		case int64: // a Lua number in the reply
+			h[k] = strconv.FormatInt(v, 10)
+		}
 	}
 	return decodeJob(queue, h["id"], h)
 }

@@ -37,6 +37,10 @@ func (c *Client) Promote(ctx context.Context, queue string) (moved int, next tim
 	return int(res[0]), next, nil
 }
 
+// MaxClaim is the most jobs one Claim takes (a larger n is cut to it): the claim script
+// builds one reply and one ZADD for all of them.
+const MaxClaim = 1000
+
 // Claim takes up to n ready jobs from the queue for worker, each under a lease of the
 // given length that the worker must renew with Heartbeat. It returns nothing when the
 // queue is empty or paused. The jobs carry their lease token in Job.Lease.
@@ -44,6 +48,7 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Dura
 	if n <= 0 {
 		return nil, nil
 	}
+	n = min(n, MaxClaim)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
 	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused},

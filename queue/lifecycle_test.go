@@ -47,11 +47,14 @@ func TestEnqueueWritesHashReadyListAndWakeToken(t *testing.T) {
 	qk := c.keys.queue("default")
 	h := c.rdb.HGetAll(ctx, qk.job(id)).Val()
 	want := map[string]string{"type": "email", "payload": `{"n":1}`, "state": "ready",
-		"max_retry": "3", "timeout_ms": "60000", "attempt": "0"}
+		"max_retry": "3", "timeout_ms": "60000"}
 	for k, v := range want {
 		if h[k] != v {
 			t.Errorf("job hash %s = %q, want %q", k, h[k], v)
 		}
+	}
+	if c.rdb.HExists(ctx, qk.job(id), "attempt").Val() {
+		t.Errorf("a waiting job stores attempt; absent means 0")
 	}
 	if got := c.rdb.LRange(ctx, qk.ready, 0, -1).Val(); len(got) != 1 || got[0] != id {
 		t.Errorf("ready = %v, want [%s]", got, id)

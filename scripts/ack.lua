@@ -6,7 +6,7 @@
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed counter)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
 -- ARGV[4]  done_max             and at most this many (the oldest go first)
--- ARGV[5+3k .. 7+3k]            id, lease token, result: one group per job
+-- ARGV[5+3k .. 7+3k]            id, lease token, result: one group per job (<= 1000)
 -- Returns  one integer per job: 1 done, 0 lease lost (nothing changed for that job).
 -- Clock    Redis TIME.
 -- Invariant only the holder of the current lease token can finish a job, so a worker whose
@@ -17,27 +17,32 @@ local active, done = KEYS[1], KEYS[2]
 local prefix, stats = ARGV[1], ARGV[2]
 local retention, done_max = tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local out, n = {}, 0
+local out, finished, kept = {}, {}, {}
 for i = 5, #ARGV, 3 do
   local id = ARGV[i]
   local key = prefix .. id
-  if redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
+  local job = redis.call('HMGET', key, 'lease', 'unique_key', 'unique_keep')
+  if job[1] ~= ARGV[i + 1] then
     table.insert(out, 0)
   else
-    redis.call('ZREM', active, id)
-    release_unique(key, id)
+    table.insert(finished, id)
+    release_held(job[2], job[3], id)
     if retention <= 0 then
       redis.call('DEL', key)
     else
-      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', ARGV[i + 2])
-      redis.call('HDEL', key, 'lease')
+      -- An empty lease matches no token: cheaper than a separate HDEL.
+      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', ARGV[i + 2], 'lease', '')
       redis.call('PEXPIRE', key, retention)
-      redis.call('ZADD', done, now, id)
+      table.insert(kept, now)
+      table.insert(kept, id)
     end
-    n = n + 1
     table.insert(out, 1)
   end
 end
-if retention > 0 and n > 0 then trim(done, prefix, now, retention, done_max) end
-count(stats, 'processed', now, n)
+if #finished > 0 then redis.call('ZREM', active, unpack(finished)) end
+if #kept > 0 then
+  redis.call('ZADD', done, unpack(kept))
+  trim(done, prefix, now, retention, done_max)
+end
+count(stats, 'processed', now, #finished)
 return out

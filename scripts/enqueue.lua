@@ -20,7 +20,7 @@
 local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
 local now = now_ms()
-local out, ready_n, scheduled_n = {}, 0, 0
+local out, ready_ids, due = {}, {}, {}
 for i = 2, #ARGV, 11 do
   local id = ARGV[i]
   local key = prefix .. id
@@ -35,8 +35,9 @@ for i = 2, #ARGV, 11 do
     local at = tonumber(ARGV[i + 6])
     local run_at = at
     if at == 0 then run_at = now + tonumber(ARGV[i + 5]) end
+    -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
     local fields = {'type', ARGV[i + 1], 'payload', ARGV[i + 2], 'max_retry', ARGV[i + 3],
-      'timeout_ms', ARGV[i + 4], 'attempt', 0, 'created_at', now}
+      'timeout_ms', ARGV[i + 4], 'created_at', now}
     if ukey ~= '' then
       redis.call('SET', ukey, id, 'PX', ARGV[i + 8])
       table.insert(fields, 'unique_key'); table.insert(fields, ukey)
@@ -49,18 +50,20 @@ for i = 2, #ARGV, 11 do
       table.insert(fields, 'state'); table.insert(fields, 'scheduled')
       table.insert(fields, 'run_at'); table.insert(fields, run_at)
       redis.call('HSET', key, unpack(fields))
-      redis.call('ZADD', scheduled, run_at, id)
-      scheduled_n = scheduled_n + 1
+      table.insert(due, run_at)
+      table.insert(due, id)
     else
       table.insert(fields, 'state'); table.insert(fields, 'ready')
       redis.call('HSET', key, unpack(fields))
-      redis.call('LPUSH', ready, id)
-      ready_n = ready_n + 1
+      table.insert(ready_ids, id)
     end
     table.insert(out, 1)
   end
 end
-wake(wakes, ready_n, 'r')
+-- One LPUSH and one ZADD for the whole batch (in order: the first job is claimed first).
+if #ready_ids > 0 then redis.call('LPUSH', ready, unpack(ready_ids)) end
+if #due > 0 then redis.call('ZADD', scheduled, unpack(due)) end
+wake(wakes, #ready_ids, 'r')
 -- A scheduled job wakes one idle worker too, so it re-plans how long to wait.
-wake(wakes, math.min(scheduled_n, 1), 's')
+wake(wakes, math.min(#due, 1), 's')
 return out

@@ -11,11 +11,15 @@ end
 
 -- release_unique deletes the unique key a finished job holds (its hash's unique_key field),
 -- unless the job asked to keep it until its TTL, or the key now belongs to another job.
+local function release_held(ukey, keep, id)
+  if ukey and not keep and redis.call('GET', ukey) == id then
+    redis.call('DEL', ukey)
+  end
+end
+
 local function release_unique(key, id)
   local u = redis.call('HMGET', key, 'unique_key', 'unique_keep')
-  if u[1] and not u[2] and redis.call('GET', u[1]) == id then
-    redis.call('DEL', u[1])
-  end
+  release_held(u[1], u[2], id)
 end
 
 -- trim keeps a finished set (done or dead, scored by finish time) to entries younger than

@@ -30,8 +30,10 @@ type outcome struct {
 
 // execute runs one attempt of a claimed job end to end: the handler under the job's
 // timeout, a panic turned into a failure with its stack, then exactly one of ack, fail
-// (retry or dead) or hand back.
-func (w *Worker) execute(ctx context.Context, r *run) {
+// (retry or dead) or hand back. It calls release when the handler is done, before the
+// outcome's round trip, so the next claim overlaps it: the concurrency limit bounds
+// handlers, not bookkeeping.
+func (w *Worker) execute(ctx context.Context, r *run, release func()) {
 	job := r.job
 	log := w.log.With(slog.String(attrJobID, job.ID), slog.String(attrJobType, job.Type),
 		slog.String(attrQueue, job.Queue), slog.Int(attrAttempt, job.Attempt))
@@ -84,6 +86,7 @@ func (w *Worker) execute(ctx context.Context, r *run) {
 		}
 	}
 	o.took = time.Since(began)
+	release()
 	cause := context.Cause(tctx)
 	switch {
 	case o.err != nil && errors.Is(cause, context.DeadlineExceeded):

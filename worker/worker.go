@@ -369,18 +369,24 @@ func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitG
 	w.mu.Unlock()
 	w.metrics.setBusy(w.busy.Add(1))
 	jobs.Add(1)
+	var once sync.Once
+	release := func() { // the slot is free once the handler is done, before its outcome is recorded
+		once.Do(func() {
+			w.metrics.setBusy(w.busy.Add(-1))
+			select {
+			case w.freed <- struct{}{}:
+			default:
+			}
+		})
+	}
 	go func() {
 		defer jobs.Done()
-		w.execute(ctx, r)
+		w.execute(ctx, r, release)
+		release()
 		cancel(nil)
 		w.mu.Lock()
 		delete(w.running, job.ID)
 		w.mu.Unlock()
-		w.metrics.setBusy(w.busy.Add(-1))
-		select {
-		case w.freed <- struct{}{}:
-		default:
-		}
 	}()
 }
 
