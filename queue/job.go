@@ -53,7 +53,7 @@ func decodeJob(queue, id string, h map[string]string) *Job {
 		ID:        id,
 		Queue:     queue,
 		Type:      h["type"],
-		Payload:   []byte(h["payload"]),
+		Payload:   joinPayload(h),
 		State:     State(h["state"]),
 		Attempt:   atoi(h["attempt"]),
 		MaxRetry:  atoi(h["max_retry"]),
@@ -86,6 +86,26 @@ func decodeFlat(queue string, flat []any) *Job {
 		}
 	}
 	return decodeJob(queue, h["id"], h)
+}
+
+// joinPayload reassembles a payload the enqueue script stored in 64-byte pieces
+// (payload, payload+1, payload+2, ...) so the hash stays listpack-encoded.
+func joinPayload(h map[string]string) []byte {
+	first, ok := h["payload"]
+	if !ok {
+		return nil
+	}
+	if _, more := h["payload+1"]; !more {
+		return []byte(first)
+	}
+	b := []byte(first)
+	for n := 1; ; n++ {
+		piece, ok := h["payload+"+strconv.Itoa(n)]
+		if !ok {
+			return b
+		}
+		b = append(b, piece...)
+	}
 }
 
 func atoi(s string) int {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -473,5 +474,31 @@ func TestNewIDSortsByTime(t *testing.T) {
 			t.Fatalf("id %d %q: duplicate or not after %q", i, id, prev)
 		}
 		seen[id], prev = true, id
+	}
+}
+
+func TestPayloadRoundTripsAndKeepsTheHashCompact(t *testing.T) {
+	c := setup(t, Config{})
+	for _, size := range []int{0, 1, 63, 64, 65, 100, 128, 129, 4096, 4097, 100_000} {
+		payload := make([]byte, size)
+		for i := range payload {
+			payload[i] = byte(i*7 + size) // binary, not UTF-8
+		}
+		id, err := c.Enqueue(ctx, "p", payload, On(fmt.Sprintf("q%d", size)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := c.Get(ctx, fmt.Sprintf("q%d", size), id)
+		if err != nil || !bytes.Equal(j.Payload, payload) {
+			t.Errorf("payload of %d bytes came back as %d bytes, %v", size, len(j.Payload), err)
+		}
+		claimed := claimOne(t, c, fmt.Sprintf("q%d", size), time.Minute, "w")
+		if !bytes.Equal(claimed.Payload, payload) {
+			t.Errorf("claimed payload of %d bytes came back as %d bytes", size, len(claimed.Payload))
+		}
+		enc := c.rdb.ObjectEncoding(ctx, c.keys.queue(fmt.Sprintf("q%d", size)).job(id)).Val()
+		if size <= 4096 && enc != "listpack" && enc != "ziplist" {
+			t.Errorf("job with a %d-byte payload is %s-encoded, want listpack", size, enc)
+		}
 	}
 }

@@ -5,7 +5,7 @@
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2+11k .. 12+11k], one group per job:
---          id, type, payload, max_retry, timeout_ms,
+--          id, type, payload (stored in 64-byte pieces up to 4 KiB, see below), max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          unique_key ("" = not unique; else the key jobs:{q}:unique:<k>), unique_ttl_ms,
 --          unique_keep ("1": keep the key until its TTL, not just until the job finishes),
@@ -36,8 +36,21 @@ for i = 2, #ARGV, 11 do
     local run_at = at
     if at == 0 then run_at = now + tonumber(ARGV[i + 5]) end
     -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
-    local fields = {'type', ARGV[i + 1], 'payload', ARGV[i + 2], 'max_retry', ARGV[i + 3],
-      'timeout_ms', ARGV[i + 4], 'created_at', now}
+    local fields = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 3], 'timeout_ms', ARGV[i + 4],
+      'created_at', now}
+    -- A hash whose values are all <= 64 bytes stays in Redis's compact listpack encoding
+    -- (hash-max-listpack-value), about half the memory of the hashtable one. So a payload
+    -- of up to 4 KiB is stored in 64-byte pieces: payload, payload+1, payload+2, ...
+    local payload = ARGV[i + 2]
+    if #payload <= 4096 then
+      table.insert(fields, 'payload'); table.insert(fields, string.sub(payload, 1, 64))
+      for n = 1, math.ceil(#payload / 64) - 1 do
+        table.insert(fields, 'payload+' .. n)
+        table.insert(fields, string.sub(payload, n * 64 + 1, n * 64 + 64))
+      end
+    else
+      table.insert(fields, 'payload'); table.insert(fields, payload)
+    end
     if ukey ~= '' then
       redis.call('SET', ukey, id, 'PX', ARGV[i + 8])
       table.insert(fields, 'unique_key'); table.insert(fields, ukey)
