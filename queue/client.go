@@ -329,6 +329,11 @@ type scriptCall struct {
 // by EVALSHA. Calls refused with NOSCRIPT (Redis restarted or its script cache was
 // flushed) did not run; they are sent again once the scripts are loaded.
 func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*scriptCall) error {
+	if len(calls) == 1 && len(newQueues) == 0 { // the common case: no pipeline machinery
+		call := calls[0]
+		call.cmd = call.script.Run(ctx, c.rdb, call.keys, call.args...)
+		return call.cmd.Err()
+	}
 	pending := calls
 	for attempt := 0; ; attempt++ {
 		pipe := c.rdb.Pipeline()

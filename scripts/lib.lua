@@ -83,6 +83,6 @@ local function wake(key, n, token)
   if n > 64 then n = 64 end
   local t = {}
   for i = 1, n do t[i] = token end
-  redis.call('LPUSH', key, unpack(t))
-  redis.call('LTRIM', key, 0, 127)
+  -- LPUSH returns the new length: trim only when tokens piled up (busy workers).
+  if redis.call('LPUSH', key, unpack(t)) > 128 then redis.call('LTRIM', key, 0, 127) end
 end

@@ -108,7 +108,8 @@ func cancelCommand(e *env) *cli.Command {
 		Usage:     "cancel a job: a waiting job goes to dead; a running job's context is cancelled by its worker",
 		ArgsUsage: "ID",
 		Description: "A running job is stopped at its worker's next heartbeat (a third of the lease, 10s by\n" +
-			"default); its failure goes to dead. Dead jobs can be run again with `jobs retry`.",
+			"default); its failure goes to dead. Dead jobs can be run again with `jobs retry`. Example:\n\n" +
+			"   jobs cancel 01JEXAMPLE0000000000000000",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "queue", Usage: "the job's queue (default: search all)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {

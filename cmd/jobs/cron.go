@@ -52,9 +52,10 @@ func cronCommand(e *env) *cli.Command {
 				},
 			},
 			{
-				Name:  "ls",
-				Usage: "list the dynamic entries with their last and next tick",
-				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
+				Name:        "ls",
+				Usage:       "list the dynamic entries with their last and next tick",
+				Description: "Examples:\n\n   jobs cron ls\n   jobs cron ls --json | jq -r '.[] | .name + \" \" + .next_tick'",
+				Flags:       []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
 				Action: func(c *cli.Context) error {
 					client, err := connect(c)
 					if err != nil {
@@ -114,9 +115,10 @@ func cronCommand(e *env) *cli.Command {
 				},
 			},
 			{
-				Name:      "rm",
-				Usage:     "remove an entry; running schedulers stop firing it within a second",
-				ArgsUsage: "NAME",
+				Name:        "rm",
+				Usage:       "remove an entry; running schedulers stop firing it within a second",
+				ArgsUsage:   "NAME",
+				Description: "Example:\n\n   jobs cron rm nightly",
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usagef("cron rm takes one entry name, got %d arguments", c.NArg())

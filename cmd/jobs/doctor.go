@@ -22,7 +22,8 @@ func doctorCommand(e *env) *cli.Command {
 		Usage: "check that the Redis at --redis is fit to hold jobs, and say what to fix",
 		Description: "Checks the Redis version, maxmemory-policy (anything but noeviction can silently\n" +
 			"drop jobs), persistence, cluster slot coverage and round-trip latency. Exits 0 when\n" +
-			"nothing must change (warnings allowed), 1 with each problem on its own line.",
+			"nothing must change (warnings allowed), 1 with each problem on its own line. Example:\n\n" +
+			"   jobs --redis redis://redis.internal:6379 doctor",
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("doctor takes no arguments, got %q", c.Args().First())
