@@ -72,6 +72,18 @@ func TestLastMissed(t *testing.T) {
 	if got := lastMissed(s, time.Time{}, now); !got.IsZero() {
 		t.Errorf("lastMissed(never fired) = %s, want zero", got)
 	}
+	// A month down on a per-second entry: the latest tick, not one from a month ago.
+	if got := lastMissed(s, now.AddDate(0, -1, 0), now); !got.Equal(now.Truncate(time.Second)) {
+		t.Errorf("lastMissed(a month ago, @every 1s) = %s, want %s", got, now.Truncate(time.Second))
+	}
+	spec, _ := Schedule("* * * * * *") // every second, not aligned: walked
+	if got := lastMissed(spec, now.AddDate(0, -1, 0), now); !got.Equal(now.Truncate(time.Second)) {
+		t.Errorf("lastMissed(a month ago, every second) = %s, want %s", got, now.Truncate(time.Second))
+	}
+	monthly, _ := Schedule("0 0 0 1 * *")
+	if got := lastMissed(monthly, now.AddDate(0, -3, 0), now); got.Month() != now.Month() || got.Day() != 1 {
+		t.Errorf("lastMissed(monthly) = %s", got)
+	}
 }
 
 func newClient(t *testing.T) *queue.Client {

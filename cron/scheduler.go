@@ -228,11 +228,31 @@ func lastMissed(sched robfig.Schedule, last, now time.Time) time.Time {
 	if last.IsZero() {
 		return time.Time{}
 	}
-	var missed time.Time
-	for t, n := sched.Next(last), 0; !t.After(now) && n < 1_000_000; t, n = sched.Next(t), n+1 {
-		missed = t
+	if a, ok := sched.(aligned); ok {
+		if t := now.Truncate(a.d); t.After(last) {
+			return t
+		}
+		return time.Time{}
 	}
-	return missed
+	// Walk the ticks from last; after a long outage of a frequent entry that could take
+	// millions of steps, so past a bound walk only the last day (or week) instead.
+	for _, from := range []time.Time{last, now.Add(-24 * time.Hour), now.Add(-7 * 24 * time.Hour)} {
+		if from.Before(last) {
+			from = last
+		}
+		var missed time.Time
+		n := 0
+		for t := sched.Next(from); !t.After(now); t = sched.Next(t) {
+			missed = t
+			if n++; n > 200_000 {
+				break
+			}
+		}
+		if n <= 200_000 {
+			return missed
+		}
+	}
+	return time.Time{}
 }
 
 // fire enqueues p's job for tick unless another scheduler already did.
@@ -255,7 +275,21 @@ func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
 		log.LogAttrs(ctx, slog.LevelError, "invalid cron entry", slog.String("error", err.Error()))
 		return
 	}
-	id, err := s.client.Enqueue(ctx, e.Type, []byte(e.Payload), opts...)
+	// The tick's lock is ours for LockTTL and no other scheduler will fire it: retry a
+	// failed enqueue (the job ID makes a retry that follows a lost reply a duplicate).
+	var id string
+	for try := range 4 {
+		if try > 0 {
+			select {
+			case <-time.After(time.Duration(try*try) * 100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		id, err = s.client.Enqueue(ctx, e.Type, []byte(e.Payload), opts...)
+		if err == nil || errors.Is(err, queue.ErrDuplicate) || ctx.Err() != nil {
+			break
+		}
+	}
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
 		log.LogAttrs(ctx, slog.LevelDebug, "tick already enqueued")

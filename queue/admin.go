@@ -82,7 +82,7 @@ var ErrState = errors.New("queue: job is in the wrong state")
 // budget. Active, ready and done jobs are refused with ErrState; an unknown ID is
 // ErrNotFound.
 func (c *Client) Retry(ctx context.Context, queue, id string) error {
-	res, err := c.retry(ctx, queue, []string{id})
+	res, err := c.retry(ctx, queue, "", []string{id})
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 		if len(ids) == 0 {
 			return total, nil
 		}
-		res, err := c.retry(ctx, queue, ids)
+		res, err := c.retry(ctx, queue, StateDead, ids)
 		if err != nil {
 			return total, err
 		}
@@ -122,12 +122,12 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 	}
 }
 
-func (c *Client) retry(ctx context.Context, queue string, ids []string) ([]string, error) {
+func (c *Client) retry(ctx context.Context, queue string, from State, ids []string) ([]string, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return nil, err
 	}
 	qk := c.keys.queue(queue)
-	args := append([]any{qk.jobPrefix}, toAny(ids)...)
+	args := append([]any{qk.jobPrefix, string(from)}, toAny(ids)...)
 	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake},
 		args...).StringSlice()
 	if err != nil {
@@ -217,7 +217,7 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	}
 	total := 0
 	for {
-		n, err := c.run(ctx, scripts.Purge, []string{index}, qk.jobPrefix, 1000).Int()
+		n, err := c.run(ctx, scripts.Purge, []string{index}, qk.jobPrefix, 1000, string(state)).Int()
 		if err != nil {
 			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
 		}

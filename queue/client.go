@@ -172,7 +172,8 @@ type BatchJob struct {
 
 // BatchResult is the outcome for one job of a batch: its ID, and Err = ErrDuplicate when a
 // job with that ID already existed, or a unique job's key was held (ID is then the
-// holder's). Nothing was written for a duplicate.
+// holder's); nothing was written for a duplicate. Err is a Redis error when the script
+// call of this job's queue failed while another queue's succeeded.
 type BatchResult struct {
 	ID  string
 	Err error
@@ -257,8 +258,14 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 	}
 	for k, call := range calls {
 		codes, err := call.cmd.Slice()
-		if err != nil || len(codes) != len(owners[k]) {
-			return nil, fmt.Errorf("enqueue: %w: %v %v", errBadReply, codes, err)
+		if err == nil && len(codes) != len(owners[k]) {
+			err = fmt.Errorf("%w: %d codes for %d jobs", errBadReply, len(codes), len(owners[k]))
+		}
+		if err != nil { // this queue's call failed; the others' jobs are enqueued
+			for _, i := range owners[k] {
+				results[i].Err = fmt.Errorf("enqueue: %w", err)
+			}
+			continue
 		}
 		for n, code := range codes {
 			r := &results[owners[k][n]]
@@ -327,7 +334,10 @@ type scriptCall struct {
 
 // runScripts sends calls (and an SADD of newQueues to the queues set) in one pipeline,
 // by EVALSHA. Calls refused with NOSCRIPT (Redis restarted or its script cache was
-// flushed) did not run; they are sent again once the scripts are loaded.
+// flushed) did not run; they are sent again once the scripts are loaded. Each call's own
+// outcome, error included, is in its cmd: one queue's failure is not another's. The
+// error returned is the first call's error when every call failed, or a failure to
+// register the queues or load the scripts.
 func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*scriptCall) error {
 	if len(calls) == 1 && len(newQueues) == 0 { // the common case: no pipeline machinery
 		call := calls[0]
@@ -359,16 +369,17 @@ func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*sc
 		}
 		var again []*scriptCall
 		for _, call := range pending {
-			if err := call.cmd.Err(); err != nil {
-				if redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
-					again = append(again, call)
-					continue
-				}
-				return err
+			if err := call.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+				again = append(again, call)
 			}
 		}
 		if len(again) == 0 {
-			return nil
+			for _, call := range calls {
+				if call.cmd.Err() == nil {
+					return nil
+				}
+			}
+			return calls[0].cmd.Err()
 		}
 		if err := c.loadScripts(ctx); err != nil {
 			return err

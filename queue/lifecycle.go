@@ -68,9 +68,10 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Dura
 }
 
 // Heartbeat renews the leases of jobs (all from queue) for another lease length. It
-// returns the IDs whose lease was lost (their runs must stop, as nothing they report will
-// be accepted) and the IDs an operator cancelled (their runs must stop; their failure
-// goes to dead).
+// returns the lease tokens that were lost (those runs must stop, as nothing they report
+// will be accepted) and the tokens of jobs an operator cancelled (those runs must stop;
+// their failure goes to dead). Tokens, not IDs: one worker may briefly hold two runs of
+// one job, the first of which lost its lease.
 func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost, cancelled []string, err error) {
 	if len(jobs) == 0 {
 		return nil, nil, nil
@@ -95,6 +96,9 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 // nothing, when the caller's lease is gone. Concurrent Acks share one script call per
 // queue.
 func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
+	if job.Lease == "" { // a Job read by Get or List holds no lease
+		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)
+	}
 	err, waitErr := c.acks.Do(ctx, ackItem{job, result})
 	if waitErr != nil {
 		return fmt.Errorf("ack %s: %w", job.ID, waitErr)
@@ -136,7 +140,7 @@ func (c *Client) ackCoalesced(items []ackItem) []error {
 	for k, q := range order {
 		var codes []int64
 		err := runErr
-		if err == nil {
+		if calls[k].cmd != nil {
 			codes, err = calls[k].cmd.Int64Slice()
 		}
 		if err == nil && len(codes) != len(byQueue[q]) {
@@ -164,6 +168,9 @@ const NoRetry time.Duration = -1
 // else to dead; retryIn = NoRetry sends it to dead at once. It returns the state the job
 // moved to, or ErrLeaseLost, changing nothing, when the caller's lease is gone.
 func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time.Duration) (State, error) {
+	if job.Lease == "" {
+		return "", fmt.Errorf("fail %s: %w", job.ID, ErrLeaseLost)
+	}
 	qk := c.keys.queue(job.Queue)
 	retry := ms(retryIn)
 	if retryIn < 0 {
@@ -189,6 +196,9 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 // its queue's ready list, so another worker takes it at once; with after > 0 (an
 // exclusive job whose lock is held) it is scheduled that far ahead.
 func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) error {
+	if job.Lease == "" {
+		return fmt.Errorf("hand back %s: %w", job.ID, ErrLeaseLost)
+	}
 	qk := c.keys.queue(job.Queue)
 	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake},
 		qk.jobPrefix, max(ms(after), 0), job.ID, job.Lease).Int64Slice()

@@ -22,7 +22,7 @@ for i = 5, #ARGV, 3 do
   local id = ARGV[i]
   local key = prefix .. id
   local job = redis.call('HMGET', key, 'lease', 'unique_key', 'unique_keep')
-  if job[1] ~= ARGV[i + 1] then
+  if ARGV[i + 1] == '' or job[1] ~= ARGV[i + 1] then
     table.insert(out, 0)
   else
     table.insert(finished, id)
@@ -42,7 +42,7 @@ end
 if #finished > 0 then redis.call('ZREM', active, unpack(finished)) end
 if #kept > 0 then
   redis.call('ZADD', done, unpack(kept))
-  trim(done, prefix, now, retention, done_max)
+  trim(done, prefix, now, retention, done_max, 'done')
 end
 count(stats, 'processed', now, #finished)
 return out

@@ -26,7 +26,7 @@ local failed = 0
 for i = 5, #ARGV, 4 do
   local id, err, retry_in = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = prefix .. id
-  if redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
+  if ARGV[i + 1] == '' or redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
     table.insert(out, 'lost')
   else
     redis.call('ZREM', active, id)

@@ -22,7 +22,7 @@ local out, n = {}, 0
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
-  if redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
+  if ARGV[i + 1] == '' or redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
     table.insert(out, 0)
   else
     redis.call('ZREM', active, id)

@@ -4,9 +4,10 @@
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  lease_ms             new deadline = now + lease_ms
 -- ARGV[3+2k], ARGV[4+2k]        id, lease token: one pair per job
--- Returns  {lost, cancelled}: the IDs whose lease is lost (token no longer matches, or the
---          job is gone: their handlers must stop, and nothing of theirs will be accepted),
---          and the IDs an operator cancelled (`jobs cancel`: their handlers must stop).
+-- Returns  {lost, cancelled}: the lease tokens that are lost (the job's token is another,
+--          or the job is gone: their runs must stop, and nothing of theirs will be
+--          accepted), and the tokens of jobs an operator cancelled (`jobs cancel`: their
+--          runs must stop). Tokens, not IDs: one worker may briefly hold two runs of a job.
 -- Clock    Redis TIME.
 -- Invariant a lease is renewed only with its token.
 
@@ -16,11 +17,11 @@ local lost, cancelled = {}, {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local job = redis.call('HMGET', prefix .. id, 'lease', 'cancel')
-  if job[1] == ARGV[i + 1] then
+  if ARGV[i + 1] ~= '' and job[1] == ARGV[i + 1] then
     redis.call('ZADD', active, 'XX', deadline, id)
-    if job[2] then table.insert(cancelled, id) end
+    if job[2] then table.insert(cancelled, ARGV[i + 1]) end
   else
-    table.insert(lost, id)
+    table.insert(lost, ARGV[i + 1])
   end
 end
 return {lost, cancelled}

@@ -24,8 +24,9 @@ end
 
 -- trim keeps a finished set (done or dead, scored by finish time) to entries younger than
 -- retention_ms (dropping at most 100 old ones per call) and at most max_n of them,
--- deleting the hashes of the jobs it drops.
-local function trim(set, job_prefix, now, retention_ms, max_n)
+-- deleting the hashes of the jobs it drops -- only while they are still in that state: a
+-- stale entry whose hash expired may name a new job enqueued since under the same ID.
+local function trim(set, job_prefix, now, retention_ms, max_n, state)
   local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - retention_ms, 'LIMIT', 0, 100)
   local over = redis.call('ZCARD', set) - max_n
   if over > 0 then
@@ -33,7 +34,7 @@ local function trim(set, job_prefix, now, retention_ms, max_n)
   end
   for _, v in ipairs(old) do
     redis.call('ZREM', set, v)
-    redis.call('DEL', job_prefix .. v)
+    if redis.call('HGET', job_prefix .. v, 'state') == state then redis.call('DEL', job_prefix .. v) end
   end
 end
 
@@ -46,7 +47,7 @@ local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max)
   redis.call('HDEL', key, 'lease')
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('ZADD', dead, now, id)
-  trim(dead, job_prefix, now, retention_ms, dead_max)
+  trim(dead, job_prefix, now, retention_ms, dead_max, 'dead')
 end
 
 -- ymd is the UTC date of a time in ms, "2026-12-02" (days-to-civil, H. Hinnant).

@@ -5,12 +5,14 @@
 --                                state's index
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  limit                most jobs deleted in this call
+-- ARGV[3]  state                the state purged: a hash in another state (its ID was
+--                               reused after a stale entry's hash expired) is left alone
 -- Returns  the number of jobs deleted.
 -- Clock    none.
 -- Invariant only the given index and its jobs' hashes (and unique keys) are touched; active
 --          jobs have no purge: cancel them instead, so no worker loses a job under it.
 
-local index, prefix, limit = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local index, prefix, limit, state = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ids
 if redis.call('TYPE', index)['ok'] == 'list' then
   ids = redis.call('LRANGE', index, -limit, -1)
@@ -20,7 +22,9 @@ else
   if #ids > 0 then redis.call('ZREM', index, unpack(ids)) end
 end
 for _, id in ipairs(ids) do
-  release_unique(prefix .. id, id)
-  redis.call('DEL', prefix .. id)
+  if redis.call('HGET', prefix .. id, 'state') == state then
+    release_unique(prefix .. id, id)
+    redis.call('DEL', prefix .. id)
+  end
 end
 return #ids

@@ -7,7 +7,9 @@
 -- KEYS[4]  jobs:{q}:ready       LIST  job IDs ready to run
 -- KEYS[5]  jobs:{q}:wake        LIST  one 'r' token per job made ready
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
--- ARGV[2..]                     job IDs
+-- ARGV[2]  from                 "" to retry from any of those states, or one of them only
+--                               (retry --all-dead: a stale dead entry may name a newer job)
+-- ARGV[3..]                     job IDs
 -- Returns  one string per ID: "ready" (moved), or the state that cannot be retried
 --          ("ready", "active", "done" -> prefixed "not:"), or "missing".
 -- Clock    none.
@@ -15,15 +17,15 @@
 --          so a retry cannot race the worker running it.
 
 local sets = {scheduled = KEYS[1], retry = KEYS[2], dead = KEYS[3]}
-local ready, wakes, prefix = KEYS[4], KEYS[5], ARGV[1]
+local ready, wakes, prefix, from = KEYS[4], KEYS[5], ARGV[1], ARGV[2]
 local out, n = {}, 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local id = ARGV[i]
   local key = prefix .. id
   local state = redis.call('HGET', key, 'state')
   if not state then
     table.insert(out, 'missing')
-  elseif not sets[state] then
+  elseif not sets[state] or (from ~= '' and state ~= from) then
     table.insert(out, 'not:' .. state)
   else
     redis.call('ZREM', sets[state], id)

@@ -108,7 +108,7 @@ type Worker struct {
 	queues []string // sorted, for deterministic logs and the wait call
 
 	mu      sync.Mutex
-	running map[string]*run // by job ID
+	running map[string]*run // by lease token: unique per claim, unlike the job ID
 	busy    atomic.Int64
 	freed   chan struct{} // a slot came free (buffered 1)
 	metrics *metrics      // nil without Config.Registerer
@@ -210,6 +210,10 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		if err == nil {
 			claimed, err = w.claim(ctx, free)
 		}
+		// Jobs claimed before an error (from another queue) hold leases: run them.
+		for _, job := range claimed {
+			w.start(jobsCtx, job, jobs)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -225,9 +229,6 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			continue
 		}
 		errDelay = 0
-		for _, job := range claimed {
-			w.start(jobsCtx, job, jobs)
-		}
 		if len(claimed) > 0 {
 			continue
 		}
@@ -365,7 +366,7 @@ func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitG
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	r := &run{job: job, cancel: cancel, renewed: time.Now()}
 	w.mu.Lock()
-	w.running[job.ID] = r
+	w.running[job.Lease] = r
 	w.mu.Unlock()
 	w.metrics.setBusy(w.busy.Add(1))
 	jobs.Add(1)
@@ -385,7 +386,7 @@ func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitG
 		release()
 		cancel(nil)
 		w.mu.Lock()
-		delete(w.running, job.ID)
+		delete(w.running, job.Lease)
 		w.mu.Unlock()
 	}()
 }
@@ -421,18 +422,18 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 					slog.String(attrQueue, q), slog.String("error", err.Error()))
 			}
 			isLost, isCancelled := map[string]bool{}, map[string]bool{}
-			for _, id := range lost {
-				isLost[id] = true
+			for _, token := range lost {
+				isLost[token] = true
 			}
-			for _, id := range cancelled {
-				isCancelled[id] = true
+			for _, token := range cancelled {
+				isCancelled[token] = true
 			}
 			w.mu.Lock()
 			for _, r := range runs {
 				switch {
-				case isLost[r.job.ID]:
+				case isLost[r.job.Lease]:
 					r.cancel(errLeaseLost)
-				case isCancelled[r.job.ID]:
+				case isCancelled[r.job.Lease]:
 					r.renewed = sent
 					r.cancel(errCancelled)
 				case err == nil:
