@@ -43,8 +43,15 @@ var parser = robfig.NewParser(robfig.SecondOptional | robfig.Minute | robfig.Hou
 
 // Schedule parses a spec into its schedule, with @every aligned to multiples of its
 // interval (robfig's counts from whenever it is asked, which differs per scheduler).
-func Schedule(spec string) (robfig.Schedule, error) {
-	s, err := parser.Parse(spec)
+func Schedule(spec string) (s robfig.Schedule, err error) {
+	// robfig's parser panics on some malformed input ("TZ=" with nothing after it, found
+	// by FuzzParseEntry): a bad spec must be an error, never a crash.
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("cron spec %q: malformed", spec)
+		}
+	}()
+	s, err = parser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
 	}

@@ -130,7 +130,11 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 	raw := c.String("redis")
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, usagef("--redis %s: %v", redact(raw), err)
+		msg := err.Error()
+		if i, j := strings.Index(raw, "://"), strings.LastIndex(raw, "@"); i >= 0 && j > i+3 {
+			msg = "not a valid redis:// or rediss:// URL" // the parser's message may quote the password
+		}
+		return nil, usagef("--redis %s: %s", redact(raw), msg)
 	}
 	opts.DialTimeout = 2 * time.Second
 	opts.MaxRetries = 1
@@ -158,7 +162,15 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 // redact hides the password of a Redis URL, for messages and logs.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		// Not a URL url.Parse accepts (FuzzRedact found `"` in a password): hide
+		// everything between the scheme and the last '@'.
+		if i, j := strings.Index(raw, "://"), strings.LastIndex(raw, "@"); i >= 0 && j > i {
+			return raw[:i+3] + "xxxxx" + raw[j:]
+		}
+		return raw
+	}
+	if u.User == nil {
 		return raw
 	}
 	if _, has := u.User.Password(); has {
