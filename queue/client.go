@@ -205,7 +205,10 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 	var order []string
 	for i, bj := range jobs {
 		o, _ := resolve(bj.Options) // checked above
-		id := cmp.Or(o.id, newID(now))
+		id, check := o.id, "1"
+		if id == "" {
+			id, check = newID(now), "" // unique by construction: no EXISTS in the script
+		}
 		results[i].ID = id
 		var at int64
 		if !o.at.IsZero() {
@@ -231,7 +234,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		}
 		byQueue[o.queue] = append(byQueue[o.queue], pending{i, []any{
 			id, bj.Type, bj.Payload, o.maxRetry, ms(o.timeout), ms(o.delay), at,
-			ukey, max(ms(o.uniqueTTL), 1), keep, excl}})
+			ukey, max(ms(o.uniqueTTL), 1), keep, excl, check}})
 	}
 
 	var calls []*scriptCall
@@ -241,7 +244,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		all := byQueue[q]
 		for start := 0; start < len(all); start += batchChunk {
 			chunk := all[start:min(start+batchChunk, len(all))]
-			args := make([]any, 1, 1+11*len(chunk))
+			args := make([]any, 1, 1+12*len(chunk))
 			args[0] = qk.jobPrefix
 			idx := make([]int, len(chunk))
 			for k, p := range chunk {

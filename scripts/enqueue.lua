@@ -4,12 +4,14 @@
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
--- ARGV[2+11k .. 12+11k], one group per job:
+-- ARGV[2+12k .. 13+12k], one group per job:
 --          id, type, payload (stored in 64-byte pieces up to 4 KiB, see below), max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          unique_key ("" = not unique; else the key jobs:{q}:unique:<k>), unique_ttl_ms,
 --          unique_keep ("1": keep the key until its TTL, not just until the job finishes),
---          exclusive ("" = not exclusive; else the lock name workers run it under)
+--          exclusive ("" = not exclusive; else the lock name workers run it under),
+--          check ("1": the caller chose the ID, so it may exist; "": a fresh generated ID
+--          (48-bit time + 80 random bits), which needs no existence check)
 -- Returns  one entry per job, in order: 1 enqueued; 0 duplicate ID (a job with that ID
 --          exists in this queue); or, for a unique job whose key is held, the ID of the
 --          job holding it. Nothing is written for a duplicate.
@@ -21,13 +23,13 @@ local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
 local now = now_ms()
 local out, ready_ids, due = {}, {}, {}
-for i = 2, #ARGV, 11 do
+for i = 2, #ARGV, 12 do
   local id = ARGV[i]
   local key = prefix .. id
   local ukey = ARGV[i + 7]
   local holder = false
   if ukey ~= '' then holder = redis.call('GET', ukey) end
-  if redis.call('EXISTS', key) == 1 then
+  if ARGV[i + 11] == '1' and redis.call('EXISTS', key) == 1 then
     table.insert(out, 0)
   elseif holder then
     table.insert(out, holder)
