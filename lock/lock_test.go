@@ -71,12 +71,13 @@ func TestKeepAliveOutlivesTTL(t *testing.T) {
 	t.Parallel()
 	l := New(redistest.Client(t))
 	key := redistest.Prefix(t) + ":lock"
-	lk, err := l.TryLock(ctx, key, 150*time.Millisecond)
+	// TTLs well above a loaded Redis's round trip under -race: each call may take ttl/2.
+	lk, err := l.TryLock(ctx, key, 600*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lk.KeepAlive(func(err error) { t.Errorf("lost: %v", err) })
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	if _, err := l.TryLock(ctx, key, time.Second); !errors.Is(err, ErrHeld) {
 		t.Fatalf("TryLock() while kept alive err = %v, want ErrHeld", err)
 	}
@@ -89,11 +90,11 @@ func TestExpiredLockIsLost(t *testing.T) {
 	t.Parallel()
 	l := New(redistest.Client(t))
 	key := redistest.Prefix(t) + ":lock"
-	lk, err := l.TryLock(ctx, key, 50*time.Millisecond)
+	lk, err := l.TryLock(ctx, key, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond)
 	if err := lk.Extend(ctx); !errors.Is(err, ErrLost) {
 		t.Errorf("Extend() after expiry err = %v, want ErrLost", err)
 	}

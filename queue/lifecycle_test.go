@@ -340,10 +340,10 @@ func TestReapLastAttemptDies(t *testing.T) {
 func TestHeartbeatExtendsLease(t *testing.T) {
 	c := setup(t, Config{})
 	mustEnqueue(t, c, "a")
-	j := claimOne(t, c, "default", 200*time.Millisecond, "w")
+	j := claimOne(t, c, "default", 600*time.Millisecond, "w")
 	for range 5 {
-		time.Sleep(100 * time.Millisecond)
-		lost, _, err := c.Heartbeat(ctx, "default", 200*time.Millisecond, []*Job{j})
+		time.Sleep(200 * time.Millisecond)
+		lost, _, err := c.Heartbeat(ctx, "default", 600*time.Millisecond, []*Job{j})
 		if err != nil || len(lost) != 0 {
 			t.Fatalf("Heartbeat() lost %v, err %v", lost, err)
 		}
@@ -352,7 +352,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 		}
 	}
 	if err := c.Ack(ctx, j, nil); err != nil {
-		t.Fatalf("Ack() after 500ms on a 200ms lease kept by heartbeats: %v", err)
+		t.Fatalf("Ack() after 1s on a 600ms lease kept by heartbeats: %v", err)
 	}
 }
 

@@ -279,11 +279,11 @@ func TestLongJobKeepsLeaseByHeartbeat(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	var runs atomic.Int32
-	startWorker(t, c, Config{Lease: 150 * time.Millisecond,
+	startWorker(t, c, Config{Lease: 400 * time.Millisecond,
 		Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 			runs.Add(1)
 			select {
-			case <-time.After(600 * time.Millisecond):
+			case <-time.After(1500 * time.Millisecond):
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
@@ -292,7 +292,7 @@ func TestLongJobKeepsLeaseByHeartbeat(t *testing.T) {
 	id := enqueue(t, c, "x", "")
 	j := waitState(t, c, "default", id, queue.StateDone, 5*time.Second)
 	if runs.Load() != 1 || j.Attempt != 1 {
-		t.Errorf("runs %d attempt %d: a 600ms job on a 150ms lease must run once", runs.Load(), j.Attempt)
+		t.Errorf("runs %d attempt %d: a 1.5s job on a 400ms lease must run once", runs.Load(), j.Attempt)
 	}
 }
 
@@ -463,7 +463,7 @@ func TestCancelStopsARunningJob(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	started := make(chan struct{})
-	startWorker(t, c, Config{Lease: 300 * time.Millisecond, Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+	startWorker(t, c, Config{Lease: 600 * time.Millisecond, Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		close(started)
 		<-ctx.Done()
 		return ctx.Err()
