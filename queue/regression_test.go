@@ -74,4 +74,7 @@ func TestBatchReportsErrorsPerQueue(t *testing.T) {
 	if _, err := c.Get(ctx, "fine", res[0].ID); err != nil {
 		t.Errorf("fine job not readable: %v", err)
 	}
+	if keys := c.rdb.Keys(ctx, c.cfg.Prefix+":{broken}:job:*").Val(); len(keys) != 0 {
+		t.Errorf("failed enqueue left %d job hashes in no list", len(keys))
+	}
 }

@@ -14,13 +14,22 @@
 --          (48-bit time + 80 random bits), which needs no existence check)
 -- Returns  one entry per job, in order: 1 enqueued; 0 duplicate ID (a job with that ID
 --          exists in this queue); or, for a unique job whose key is held, the ID of the
---          job holding it. Nothing is written for a duplicate.
+--          job holding it. Nothing is written for a duplicate. A WRONGTYPE error, writing
+--          nothing at all, when a list or set of the queue holds another type.
 -- Clock    Redis TIME; at_ms is the only client time and is taken as given.
 -- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing;
 --          a unique key is taken in the same step, so of concurrent enqueues one wins.
 
 local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
+-- Scripts are not rolled back on error: refuse a corrupted key before writing anything,
+-- rather than leave job hashes that no list or set names.
+for key, want in pairs({[ready] = 'list', [scheduled] = 'zset', [wakes] = 'list'}) do
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
+  end
+end
 local now = now_ms()
 local out, ready_ids, due = {}, {}, {}
 for i = 2, #ARGV, 12 do
