@@ -49,14 +49,18 @@ func (w *Worker) execute(ctx context.Context, r *run, release func()) {
 		}
 		// Lost (expired while Redis was unreachable): another worker may start its twin.
 		lk.KeepAlive(func(error) { r.cancel(errLockLost) })
-		defer func() {
+		// Exclusivity is about handlers: the lock goes as soon as this one returns, before
+		// its slot is freed and its outcome recorded, so the next job of the key can start.
+		free := release
+		release = func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 			defer cancel()
 			if err := lk.Release(rctx); err != nil && !errors.Is(err, lock.ErrLost) {
 				log.LogAttrs(rctx, slog.LevelWarn, "cannot release exclusive lock; it expires by itself",
 					slog.String("error", err.Error()))
 			}
-		}()
+			free()
+		}
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
