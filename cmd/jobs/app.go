@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -79,6 +83,12 @@ func newApp(e *env) *cli.App {
 				Usage: "Redis URL: redis://[user:password@]host:port/db, rediss:// for TLS"},
 			&cli.StringFlag{Name: "prefix", Value: queue.DefaultPrefix, EnvVars: []string{"JOBS_PREFIX"},
 				Usage: "prefix of every key, to share one Redis between systems"},
+			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"JOBS_TLS_CA"},
+				Usage: "PEM file of the CA that signed the Redis server's certificate (implies TLS)"},
+			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"JOBS_TLS_CERT"},
+				Usage: "PEM client certificate, for a Redis that requires one (with --tls-key)"},
+			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"JOBS_TLS_KEY"},
+				Usage: "PEM key of --tls-cert"},
 		},
 		Commands: []*cli.Command{
 			enqueueCommand(e),
@@ -136,6 +146,9 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 		}
 		return nil, usagef("--redis %s: %s", redact(raw), msg)
 	}
+	if err := applyTLS(c, opts); err != nil {
+		return nil, err
+	}
 	opts.DialTimeout = 2 * time.Second
 	opts.MaxRetries = 1
 	opts.DialerRetries = 2 // fail fast on a wrong address; workers retry with their own backoff
@@ -157,6 +170,41 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 		return nil, fmt.Errorf("cannot reach Redis at %s: %v", redact(raw), err)
 	}
 	return client, nil
+}
+
+// applyTLS adds the --tls-* files to opts: any of them turns TLS on (as rediss:// does);
+// the server name defaults to the host of --redis.
+func applyTLS(c *cli.Context, opts *redis.Options) error {
+	ca, cert, key := c.String("tls-ca"), c.String("tls-cert"), c.String("tls-key")
+	if ca == "" && cert == "" && key == "" {
+		return nil
+	}
+	if (cert == "") != (key == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if opts.TLSConfig == nil {
+		host, _, _ := net.SplitHostPort(opts.Addr)
+		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return usagef("--tls-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return usagef("--tls-ca %s: no PEM certificate in it", ca)
+		}
+		opts.TLSConfig.RootCAs = pool
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return usagef("--tls-cert/--tls-key: %v", err)
+		}
+		opts.TLSConfig.Certificates = []tls.Certificate{pair}
+	}
+	return nil
 }
 
 // redact hides the password of a Redis URL, for messages and logs.

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// writeCerts makes a CA, a server certificate for 127.0.0.1 and a client certificate,
+// and writes them as PEM files in dir.
+func writeCerts(t *testing.T, dir string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "jobs test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	write := func(name, typ string, der []byte) {
+		os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+	}
+	write("ca.pem", "CERTIFICATE", caDER)
+	for i, name := range []string{"server", "client"} {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, _ := x509.MarshalECPrivateKey(key)
+		write(name+".pem", "CERTIFICATE", der)
+		write(name+"-key.pem", "EC PRIVATE KEY", keyDER)
+	}
+}
+
+// TestTLS runs the CLI against a local redis-server that only speaks TLS and requires
+// client certificates.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeCerts(t, dir)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	f := func(name string) string { return filepath.Join(dir, name) }
+	srv := exec.Command("redis-server", "--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--tls-cert-file", f("server.pem"), "--tls-key-file", f("server-key.pem"),
+		"--tls-ca-cert-file", f("ca.pem"), "--tls-auth-clients", "yes", "--save", "", "--dir", dir)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	url := "redis://127.0.0.1:" + strconv.Itoa(port)
+	tlsArgs := []string{"--redis", url, "--tls-ca", f("ca.pem"), "--tls-cert", f("client.pem"), "--tls-key", f("client-key.pem")}
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(f("ca.pem"))
+	pool.AppendCertsFromPEM(caPEM)
+	pair, _ := tls.LoadX509KeyPair(f("client.pem"), f("client-key.pem"))
+	probe := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1,
+		TLSConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}})
+	defer probe.Close()
+	waitFor(t, 10*time.Second, "TLS redis-server up", func() bool { return probe.Ping(context.Background()).Err() == nil })
+
+	r := runCLI("", append(tlsArgs, "enqueue", "t", "over tls")...)
+	if r.code != 0 {
+		t.Fatalf("enqueue over TLS = %+v", r)
+	}
+	if r := runCLI("", append(tlsArgs, "inspect", "--json", strings.TrimSpace(r.stdout))...); !strings.Contains(r.stdout, `"payload":"over tls"`) {
+		t.Errorf("inspect over TLS = %+v", r)
+	}
+	if r := runCLI("", "--redis", url, "stats"); r.code != 1 || !strings.Contains(r.stderr, "cannot reach Redis") {
+		t.Errorf("plain TCP to a TLS-only server = %+v, want exit 1", r)
+	}
+	if r := runCLI("", "--redis", url, "--tls-ca", f("ca.pem"), "stats"); r.code != 1 {
+		t.Errorf("TLS without the required client certificate = %+v, want exit 1", r)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls-ca", f("nope.pem")}, "--tls-ca"},
+		{[]string{"--tls-ca", f("server-key.pem")}, "no PEM certificate"},
+		{[]string{"--tls-cert", f("client.pem")}, "go together"},
+	} {
+		r := runCLI("", append(append([]string{"--redis", url}, tc.args...), "stats")...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("jobs %v stats = %+v, want exit 2 mentioning %q", tc.args, r, tc.want)
+		}
+	}
+}
+
+// leastPrivilege is README's ACL line: exactly the commands jobs uses, on its own keys
+// (prefix "jobs"). Scripts count: every redis.call inside them is checked too.
+const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels -@all " +
+	"+ping +hello +info +config|get +cluster|info +time " +
+	"+eval +evalsha +script|load +multi +exec " +
+	"+get +set +del +exists +type +incr +incrby +pexpire +persist " +
+	"+hget +hmget +hgetall +hset +hdel +hincrby " +
+	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
+	"+sadd +smembers +sismember " +
+	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore"
+
+// TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
+// line, and checks that a wrong password fails on one line without echoing it.
+func TestACLUser(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	admin := srv.Client(t)
+	args := append([]any{"ACL", "SETUSER", "jobsuser"}, toAny(strings.Fields(leastPrivilege))...)
+	if err := admin.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://jobsuser:s3cret-pass@" + srv.Addr
+	run := func(args ...string) result {
+		t.Helper()
+		r := runCLI("", append([]string{"--redis", url}, args...)...)
+		if r.code != 0 {
+			t.Errorf("jobs %v as the least-privilege user = %+v", args, r)
+		}
+		return r
+	}
+	id := strings.TrimSpace(run("enqueue", "--unique-for", "1h", "t", "x").stdout)
+	run("enqueue", "--delay", "1h", "--exclusive", "t")
+	run("enqueue", "--file", os.DevNull)
+	run("inspect", id)
+	run("ls", "default")
+	run("stats")
+	run("cancel", id)
+	run("retry", id)
+	run("pause", "default")
+	run("resume", "default")
+	run("cron", "add", "n", "@hourly", "t")
+	run("cron", "ls")
+	run("cron", "rm", "n")
+	run("doctor")
+	run("purge", "default", "--state", "scheduled", "--yes")
+	// A worker and a scheduler: claim, heartbeat, ack, exclusive lock, cron lock.
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join([]string{
+		"--redis", url, "worker", "--lease", "1s", "--run", "t=true"}, "\x1f"))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ex := strings.TrimSpace(run("enqueue", "--exclusive", "t").stdout)
+	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
+		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
+	})
+	if strings.Contains(out.String(), "NOPERM") {
+		t.Errorf("worker hit a missing permission:\n%s", out.String())
+	}
+
+	r := runCLI("", "--redis", "redis://jobsuser:wrong-pass@"+srv.Addr, "stats")
+	if r.code != 1 || strings.Contains(r.stderr, "wrong-pass") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("wrong password = %+v, want exit 1 on one line without the password", r)
+	}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
