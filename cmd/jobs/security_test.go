@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,11 +171,14 @@ func TestACLUser(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	ex := strings.TrimSpace(run("enqueue", "--exclusive", "t").stdout)
 	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
 	})
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil { // out is complete only once the process is gone
+		t.Errorf("worker as the ACL user: %v\n%s", err, out.String())
+	}
 	if strings.Contains(out.String(), "NOPERM") {
 		t.Errorf("worker hit a missing permission:\n%s", out.String())
 	}
