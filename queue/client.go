@@ -153,7 +153,7 @@ const coalesceMax = 256
 // enqueueCoalesced enqueues concurrent Enqueue calls together. Each job was checked by
 // its caller, so only a Redis error can fail the batch, and it fails each job alike.
 func (c *Client) enqueueCoalesced(jobs []BatchJob) []BatchResult {
-	res, err := c.EnqueueBatch(context.Background(), jobs)
+	res, err := c.enqueueChecked(context.Background(), jobs)
 	if err != nil {
 		res = make([]BatchResult, len(jobs))
 		for i := range res {
@@ -187,12 +187,6 @@ const batchChunk = 500
 // jobs, pipelined). Every job is validated before anything is written: a bad job fails the
 // whole batch with an error naming its index. Results are in input order.
 func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResult, error) {
-	type pending struct {
-		index int
-		args  []any
-	}
-	now := time.Now()
-	results := make([]BatchResult, len(jobs))
 	for i, bj := range jobs {
 		if err := c.Check(bj); err != nil {
 			if len(jobs) > 1 {
@@ -201,6 +195,18 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 			return nil, err
 		}
 	}
+	return c.enqueueChecked(ctx, jobs)
+}
+
+// enqueueChecked enqueues jobs that passed Check (EnqueueBatch checks them; Enqueue
+// checks each before coalescing, so the hot path validates once).
+func (c *Client) enqueueChecked(ctx context.Context, jobs []BatchJob) ([]BatchResult, error) {
+	type pending struct {
+		index int
+		args  []any
+	}
+	now := time.Now()
+	results := make([]BatchResult, len(jobs))
 	byQueue := map[string][]pending{}
 	var order []string
 	for i, bj := range jobs {

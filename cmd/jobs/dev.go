@@ -44,26 +44,15 @@ func devCommand(e *env) *cli.Command {
 				worker.SetResult(ctx, j.Payload)
 				return nil
 			})
-			for _, r := range c.StringSlice("run") {
-				typ, h, err := parseRun(r)
-				if err != nil {
-					return err
-				}
-				if contains(mux.Types(), typ) {
-					return usagef("--run: job type %q is already handled", typ)
-				}
-				mux.Handle(typ, h)
+			if err := addRuns(mux, c.StringSlice("run")); err != nil {
+				return err
 			}
 			if c.Int("concurrency") <= 0 {
 				return usagef("--concurrency %d: must be at least 1", c.Int("concurrency"))
 			}
-			var entries []cron.Entry
-			for _, s := range c.StringSlice("cron") {
-				entry, err := cron.ParseEntry(s)
-				if err != nil {
-					return usagef("--cron: %v", err)
-				}
-				entries = append(entries, entry)
+			entries, err := parseCrons(c.StringSlice("cron"))
+			if err != nil {
+				return err
 			}
 			if c.Bool("demo") {
 				entries = append(entries, cron.Entry{Name: "demo-tick", Spec: "@every 1s", Type: "echo", Payload: "fired by cron"})
@@ -132,6 +121,34 @@ func devCommand(e *env) *cli.Command {
 			return err
 		},
 	}
+}
+
+// addRuns registers the handler of each --run TYPE=COMMAND flag on mux.
+func addRuns(mux *worker.Mux, flags []string) error {
+	for _, r := range flags {
+		typ, h, err := parseRun(r)
+		if err != nil {
+			return err
+		}
+		if contains(mux.Types(), typ) {
+			return usagef("--run: job type %q given twice (it is already handled)", typ)
+		}
+		mux.Handle(typ, h)
+	}
+	return nil
+}
+
+// parseCrons reads --cron 'NAME SPEC TYPE [PAYLOAD]' flags.
+func parseCrons(flags []string) ([]cron.Entry, error) {
+	var entries []cron.Entry
+	for _, s := range flags {
+		entry, err := cron.ParseEntry(s)
+		if err != nil {
+			return nil, usagef("--cron: %v", err)
+		}
+		entries = append(entries, entry)
+	}
+	return entries, nil
 }
 
 // parseRun reads one --run TYPE=COMMAND flag.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobs-dev/jobs/queue"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -71,11 +72,19 @@ func serveMetrics(addr string, reg *prometheus.Registry, health func(context.Con
 	}, nil
 }
 
-// registerer returns reg as a prometheus.Registerer, or nil (no metrics) when reg is nil:
-// a nil *Registry in the interface would not be nil.
-func registerer(reg *prometheus.Registry) prometheus.Registerer {
-	if reg == nil {
-		return nil
+// startMetrics serves /metrics and /healthz (Redis PING) on addr for --metrics, and returns
+// the registry to give the worker or scheduler. With no addr it returns a nil Registerer
+// (no metrics) and a no-op stop.
+func startMetrics(addr string, client *queue.Client, log *slog.Logger) (prometheus.Registerer, func(), error) {
+	if addr == "" {
+		return nil, func() {}, nil
 	}
-	return reg
+	reg := newRegistry()
+	stop, err := serveMetrics(addr, reg, func(ctx context.Context) error {
+		return client.Redis().Ping(ctx).Err()
+	}, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return reg, stop, nil
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"log/slog"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobs-dev/jobs/cron"
 	"github.com/urfave/cli/v2"
@@ -30,13 +27,9 @@ func schedulerCommand(e *env) *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("scheduler takes no arguments (entries go in --cron), got %q", c.Args().First())
 			}
-			var entries []cron.Entry
-			for _, s := range c.StringSlice("cron") {
-				entry, err := cron.ParseEntry(s)
-				if err != nil {
-					return usagef("--cron: %v", err)
-				}
-				entries = append(entries, entry)
+			entries, err := parseCrons(c.StringSlice("cron"))
+			if err != nil {
+				return err
 			}
 			logger, err := newLogger(e, c.String("log-level"))
 			if err != nil {
@@ -47,18 +40,12 @@ func schedulerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
-			var reg *prometheus.Registry
-			if addr := c.String("metrics"); addr != "" {
-				reg = newRegistry()
-				stop, err := serveMetrics(addr, reg, func(ctx context.Context) error {
-					return client.Redis().Ping(ctx).Err()
-				}, logger)
-				if err != nil {
-					return err
-				}
-				defer stop()
+			reg, stop, err := startMetrics(c.String("metrics"), client, logger)
+			if err != nil {
+				return err
 			}
-			s, err := cron.New(client, cron.Config{Entries: entries, Logger: logger, Registerer: registerer(reg)})
+			defer stop()
+			s, err := cron.New(client, cron.Config{Entries: entries, Logger: logger, Registerer: reg})
 			if err != nil {
 				return usagef("%v", err)
 			}

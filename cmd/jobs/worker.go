@@ -5,11 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"context"
-
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 )
 
@@ -49,15 +46,8 @@ func workerCommand(e *env) *cli.Command {
 			if len(runs) == 0 {
 				return usagef("worker needs at least one --run TYPE=COMMAND")
 			}
-			for _, r := range runs {
-				typ, h, err := parseRun(r)
-				if err != nil {
-					return err
-				}
-				if contains(mux.Types(), typ) {
-					return usagef("--run: job type %q given twice", typ)
-				}
-				mux.Handle(typ, h)
+			if err := addRuns(mux, runs); err != nil {
+				return err
 			}
 			queues, err := parseQueues(c.StringSlice("queue"))
 			if err != nil {
@@ -82,19 +72,13 @@ func workerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
-			var reg *prometheus.Registry
-			if addr := c.String("metrics"); addr != "" {
-				reg = newRegistry()
-				stop, err := serveMetrics(addr, reg, func(ctx context.Context) error {
-					return client.Redis().Ping(ctx).Err()
-				}, logger)
-				if err != nil {
-					return err
-				}
-				defer stop()
+			reg, stop, err := startMetrics(c.String("metrics"), client, logger)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			w, err := worker.New(client, worker.Config{
-				Registerer:      registerer(reg),
+				Registerer:      reg,
 				Handler:         mux,
 				Queues:          queues,
 				Concurrency:     c.Int("concurrency"),
