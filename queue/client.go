@@ -99,6 +99,8 @@ type Client struct {
 	// many finishing jobs, share round trips without any added delay.
 	enqueues *coalesce.Batcher[BatchJob, BatchResult]
 	acks     *coalesce.Batcher[ackItem, error]
+
+	clusterWait *clusterWaiter // set on a Redis Cluster: Wait on queues in several slots
 }
 
 // NewClient returns a Client over rdb, which may be a single node, a Sentinel-backed or a
@@ -115,6 +117,9 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 		token: strconv.FormatUint(rand.Uint64(), 36)}
 	c.enqueues = coalesce.New(coalesceMax, c.enqueueCoalesced)
 	c.acks = coalesce.New(coalesceMax, c.ackCoalesced)
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		c.clusterWait = &clusterWaiter{c: c, inflight: map[string]bool{}}
+	}
 	if cfg.Registerer != nil {
 		c.enqueued = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobs_enqueued_total", Help: "Jobs enqueued by this client (duplicates not counted), by queue and type.",

@@ -33,8 +33,14 @@ const (
 // Redis ends a timed-out BLPOP only on its next internal tick (every 100ms at the default
 // hz 10), so the timeout is coarse: a worker that must act at a precise time (a delayed
 // job's run_at) keeps its own timer and lets Wait run alongside.
+//
+// On a Redis Cluster, where one BLPOP cannot span the slots of several queues, Wait
+// blocks on each queue separately (see clusterWaiter).
 func (c *Client) Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error) {
 	timeout = min(max(timeout, time.Millisecond), MaxWait)
+	if c.clusterWait != nil && len(queues) > 1 { // one BLPOP may not span cluster slots
+		return c.clusterWait.wait(ctx, queues, timeout)
+	}
 	args := make([]any, 0, len(queues)+2)
 	args = append(args, "blpop")
 	for _, q := range queues {

@@ -81,6 +81,10 @@ func newApp(e *env) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "redis", Value: "redis://127.0.0.1:6379/0", EnvVars: []string{"JOBS_REDIS_URL"},
 				Usage: "Redis URL: redis://[user:password@]host:port/db, rediss:// for TLS"},
+			&cli.BoolFlag{Name: "cluster", EnvVars: []string{"JOBS_REDIS_CLUSTER"},
+				Usage: "--redis is a Redis Cluster: redis://host1:port1?addr=host2:port2&addr=host3:port3"},
+			&cli.StringFlag{Name: "sentinel-master", EnvVars: []string{"JOBS_SENTINEL_MASTER"},
+				Usage: "the addresses in --redis are Sentinels (redis://s1:26379?addr=s2:26379); use the master they call `NAME`"},
 			&cli.StringFlag{Name: "prefix", Value: queue.DefaultPrefix, EnvVars: []string{"JOBS_PREFIX"},
 				Usage: "prefix of every key, to share one Redis between systems"},
 			&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"JOBS_TLS_CA"},
@@ -138,21 +142,10 @@ func newApp(e *env) *cli.App {
 // gives settings besides the prefix, which always comes from --prefix.
 func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 	raw := c.String("redis")
-	opts, err := redis.ParseURL(raw)
+	rdb, err := openRedis(c, raw)
 	if err != nil {
-		msg := err.Error()
-		if i, j := strings.Index(raw, "://"), strings.LastIndex(raw, "@"); i >= 0 && j > i+3 {
-			msg = "not a valid redis:// or rediss:// URL" // the parser's message may quote the password
-		}
-		return nil, usagef("--redis %s: %s", redact(raw), msg)
-	}
-	if err := applyTLS(c, opts); err != nil {
 		return nil, err
 	}
-	opts.DialTimeout = 2 * time.Second
-	opts.MaxRetries = 1
-	opts.DialerRetries = 2 // fail fast on a wrong address; workers retry with their own backoff
-	rdb := redis.NewClient(opts)
 	var cfg queue.Config
 	if len(configs) > 0 {
 		cfg = configs[0]
@@ -165,46 +158,119 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 	}
 	pctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
 	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
+	if err := ping(pctx, rdb); err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("cannot reach Redis at %s: %v", redact(raw), err)
 	}
 	return client, nil
 }
 
-// applyTLS adds the --tls-* files to opts: any of them turns TLS on (as rediss:// does);
-// the server name defaults to the host of --redis.
-func applyTLS(c *cli.Context, opts *redis.Options) error {
+// openRedis builds the client for --redis: one server, or with --cluster a Redis
+// Cluster (go-redis's cluster URL: redis://h1:p1?addr=h2:p2&addr=h3:p3), or with
+// --sentinel-master the master that the Sentinels at those addresses name.
+func openRedis(c *cli.Context, raw string) (redis.UniversalClient, error) {
+	cluster, master := c.Bool("cluster"), c.String("sentinel-master")
+	badURL := func(err error) error {
+		msg := err.Error()
+		if i, j := strings.Index(raw, "://"), strings.LastIndex(raw, "@"); i >= 0 && j > i+3 ||
+			strings.Contains(raw, "password=") {
+			msg = "not a valid redis:// or rediss:// URL" // the parser's message may quote the password
+		}
+		return usagef("--redis %s: %s", redact(raw), msg)
+	}
+	// Fail fast on a wrong address (DialerRetries); workers retry with their own backoff.
+	const dialTimeout, maxRetries, dialerRetries = 2 * time.Second, 1, 2
+	switch {
+	case cluster && master != "":
+		return nil, usagef("--cluster and --sentinel-master exclude each other")
+	case cluster:
+		opts, err := redis.ParseClusterURL(raw)
+		if err != nil {
+			return nil, badURL(err)
+		}
+		if opts.TLSConfig, err = tlsConfig(c, opts.TLSConfig, opts.Addrs[0]); err != nil {
+			return nil, err
+		}
+		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
+		return redis.NewClusterClient(opts), nil
+	case master != "":
+		opts, err := redis.ParseFailoverURL(raw)
+		if err != nil {
+			return nil, badURL(err)
+		}
+		// go-redis takes the URL's user:password for the Sentinels; ours are the data's
+		// (the master's), as with the other forms. Sentinels that require a password of
+		// their own get it from JOBS_SENTINEL_PASSWORD.
+		if opts.Username == "" && opts.Password == "" {
+			opts.Username, opts.Password = opts.SentinelUsername, opts.SentinelPassword
+		}
+		opts.SentinelUsername, opts.SentinelPassword = "", os.Getenv("JOBS_SENTINEL_PASSWORD")
+		opts.MasterName = master
+		if opts.TLSConfig, err = tlsConfig(c, opts.TLSConfig, opts.SentinelAddrs[0]); err != nil {
+			return nil, err
+		}
+		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
+		return redis.NewFailoverClient(opts), nil
+	default:
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, badURL(err)
+		}
+		if opts.TLSConfig, err = tlsConfig(c, opts.TLSConfig, opts.Addr); err != nil {
+			return nil, err
+		}
+		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
+		return redis.NewClient(opts), nil
+	}
+}
+
+// ping checks that Redis answers: every master of a cluster, since each holds some
+// queues.
+func ping(ctx context.Context, rdb redis.UniversalClient) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			if err := m.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("%s: %w", m.Options().Addr, err)
+			}
+			return nil
+		})
+	}
+	return rdb.Ping(ctx).Err()
+}
+
+// tlsConfig adds the --tls-* files to conf (nil: no TLS yet): any of them turns TLS on
+// (as rediss:// does); the server name defaults to the host of addr.
+func tlsConfig(c *cli.Context, conf *tls.Config, addr string) (*tls.Config, error) {
 	ca, cert, key := c.String("tls-ca"), c.String("tls-cert"), c.String("tls-key")
 	if ca == "" && cert == "" && key == "" {
-		return nil
+		return conf, nil
 	}
 	if (cert == "") != (key == "") {
-		return usagef("--tls-cert and --tls-key go together")
+		return nil, usagef("--tls-cert and --tls-key go together")
 	}
-	if opts.TLSConfig == nil {
-		host, _, _ := net.SplitHostPort(opts.Addr)
-		opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	if conf == nil {
+		host, _, _ := net.SplitHostPort(addr)
+		conf = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return usagef("--tls-ca: %v", err)
+			return nil, usagef("--tls-ca: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return usagef("--tls-ca %s: no PEM certificate in it", ca)
+			return nil, usagef("--tls-ca %s: no PEM certificate in it", ca)
 		}
-		opts.TLSConfig.RootCAs = pool
+		conf.RootCAs = pool
 	}
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return usagef("--tls-cert/--tls-key: %v", err)
+			return nil, usagef("--tls-cert/--tls-key: %v", err)
 		}
-		opts.TLSConfig.Certificates = []tls.Certificate{pair}
+		conf.Certificates = []tls.Certificate{pair}
 	}
-	return nil
+	return conf, nil
 }
 
 // redact hides the password of a Redis URL, for messages and logs.
@@ -214,17 +280,40 @@ func redact(raw string) string {
 		// Not a URL url.Parse accepts (FuzzRedact found `"` in a password): hide
 		// everything between the scheme and the last '@'.
 		if i, j := strings.Index(raw, "://"), strings.LastIndex(raw, "@"); i >= 0 && j > i {
-			return raw[:i+3] + "xxxxx" + raw[j:]
+			raw = raw[:i+3] + "xxxxx" + raw[j:]
 		}
-		return raw
+		return redactQuery(raw)
 	}
-	if u.User == nil {
-		return raw
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			raw = u.String()
+		}
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	return redactQuery(raw)
+}
+
+// redactQuery hides the values of password= and sentinel_password= parameters, which
+// go-redis's cluster and failover URLs accept. It works on the text, not a parsed URL,
+// so a '#' or a bad escape cannot hide a parameter from it.
+func redactQuery(raw string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(raw, "password=")
+		if i < 0 {
+			b.WriteString(raw)
+			return b.String()
+		}
+		i += len("password=")
+		b.WriteString(raw[:i])
+		b.WriteString("xxxxx")
+		raw = raw[i:]
+		if j := strings.IndexByte(raw, '&'); j >= 0 {
+			raw = raw[j:]
+		} else {
+			raw = ""
+		}
 	}
-	return u.String()
 }
 
 func oneLine(s string) string {

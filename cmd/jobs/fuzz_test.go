@@ -21,12 +21,17 @@ func FuzzRedact(f *testing.F) {
 	f.Add("127.0.0.1:6379/0", "hunter2")
 	f.Add("h:1", "s3cret")
 	f.Fuzz(func(t *testing.T, hostPath, password string) {
-		if len(password) < 6 || strings.ContainsAny(password, "@/:?#%[] ") || strings.Contains(hostPath, password) {
+		if len(password) < 6 || strings.ContainsAny(password, "@/:?#%[]& ") || strings.Contains(hostPath, password) {
 			return
 		}
-		u := "redis://user:" + password + "@" + hostPath
-		if got := redact(u); strings.Contains(got, password) {
-			t.Fatalf("redact(%q) = %q keeps the password", u, got)
+		for _, u := range []string{
+			"redis://user:" + password + "@" + hostPath,
+			"redis://" + hostPath + "?addr=h2:2&password=" + password,         // cluster URL form
+			"redis://" + hostPath + "?sentinel_password=" + password + "&x=1", // failover URL form
+		} {
+			if got := redact(u); strings.Contains(got, password) {
+				t.Fatalf("redact(%q) = %q keeps the password", u, got)
+			}
 		}
 	})
 }

@@ -204,8 +204,13 @@ func TestUnreachableRedisFailsFast(t *testing.T) {
 // jobsProcess starts the CLI as a child process (this test binary in JOBS_TEST_CHILD mode).
 func jobsProcess(t *testing.T, prefix string, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	return jobsProcessArgs(t, append([]string{"--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)...)
+}
+
+// jobsProcessArgs starts the CLI as a child process with exactly these arguments.
+func jobsProcessArgs(t *testing.T, full ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	full := append([]string{"--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)
 	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join(full, "\x1f"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -52,7 +52,7 @@ func run(t *testing.T, o Options) Record {
 
 // assertNoJobsLeft checks the raw Redis state (KEYS.md's layout): no job hash and no
 // non-empty ready/scheduled/active/retry/dead key under prefix.
-func assertNoJobsLeft(t *testing.T, rdb *redis.Client, prefix string) {
+func assertNoJobsLeft(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	t.Helper()
 	keys, err := rdb.Keys(context.Background(), prefix+":*").Result()
 	if err != nil {

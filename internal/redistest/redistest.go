@@ -135,14 +135,29 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// shared is the package's server, set by Main before any test runs and never changed
-// after: the test harness's one piece of package state.
-var shared *Server
+// The package's Redis, set by Main before any test runs and never changed after: the
+// test harness's one piece of package state. With JOBS_TEST_CLUSTER=1 it is a local
+// 3-master Redis Cluster instead of one server, so the same tests prove the scripts keep
+// to one slot and the client copes with queues on different nodes.
+var (
+	shared        *Server
+	sharedCluster *Cluster
+)
 
-// Main starts one redis-server for the package, runs its tests, and stops the server.
-// With -short and no redis-server installed, tests that need Redis are skipped.
+// ClusterMode reports whether Main runs the package's tests on a Redis Cluster
+// (JOBS_TEST_CLUSTER=1).
+func ClusterMode() bool { return os.Getenv("JOBS_TEST_CLUSTER") == "1" }
+
+// Main starts one redis-server (or, with JOBS_TEST_CLUSTER=1, a 3-master cluster) for
+// the package, runs its tests, and stops it. With -short and no redis-server installed,
+// tests that need Redis are skipped.
 func Main(m *testing.M) {
-	s, err := Start()
+	var err error
+	if ClusterMode() {
+		sharedCluster, err = StartCluster(3)
+	} else {
+		shared, err = Start()
+	}
 	if err != nil {
 		if !testing.Short() {
 			fmt.Fprintln(os.Stderr, "redistest:", err)
@@ -150,24 +165,35 @@ func Main(m *testing.M) {
 		}
 		os.Exit(m.Run())
 	}
-	shared = s
 	code := m.Run()
-	s.Stop()
+	if sharedCluster != nil {
+		sharedCluster.Stop()
+	} else {
+		shared.Stop()
+	}
 	os.Exit(code)
 }
 
-// Shared returns the package's server started by Main, skipping the test when there is none.
+// Shared returns the package's server started by Main, skipping the test when there is
+// none or when the tests run on a cluster (the test needs one server's address).
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
+	if sharedCluster != nil {
+		tb.Skip("needs a single redis-server: not run with JOBS_TEST_CLUSTER=1")
+	}
 	if shared == nil {
 		tb.Skip("no redis-server (run without -short for the full suite)")
 	}
 	return shared
 }
 
-// Client returns a client for the package's server, closed when the test ends.
-func Client(tb testing.TB) *redis.Client {
+// Client returns a client for the package's Redis (a cluster client with
+// JOBS_TEST_CLUSTER=1), closed when the test ends.
+func Client(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
+	if sharedCluster != nil {
+		return sharedCluster.Client(tb)
+	}
 	return Shared(tb).Client(tb)
 }
 

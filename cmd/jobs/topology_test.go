@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+)
+
+// TestCluster runs the CLI, a worker process on three queues that live on three
+// different masters, and a scheduler process against a local 3-master Redis Cluster given
+// by --cluster: jobs enqueued now, later and from cron all run, and an idle worker is
+// woken at once by a job on any node (not at its 1 s re-check).
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	t.Parallel()
+	cl, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	p := redistest.Prefix(t)
+	base := []string{"--cluster", "--redis", cl.URL(), "--prefix", p}
+	jobsC := func(args ...string) result { return runCLI("", append(slices.Clone(base), args...)...) }
+
+	// Three queues whose keys hash to three different masters.
+	rdb := cl.Client(t)
+	var qs []string
+	seen := map[string]bool{}
+	for i := 0; len(qs) < 3; i++ {
+		q := fmt.Sprintf("q%d", i)
+		node, err := rdb.MasterForKey(context.Background(), p+":{"+q+"}:ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !seen[node.Options().Addr] {
+			seen[node.Options().Addr] = true
+			qs = append(qs, q)
+		}
+	}
+
+	worker, wout := jobsProcessArgs(t, append(slices.Clone(base), "worker", "--concurrency", "4",
+		"--queue", qs[0], "--queue", qs[1]+"=2", "--queue", qs[2], "--queue", "default", "--run", "ok=true", "--run", "bad=false")...)
+	sched, sout := jobsProcessArgs(t, append(slices.Clone(base), "scheduler",
+		"--cron", "tick '@every 1s' ok {}")...)
+
+	var ids []string
+	for _, q := range qs {
+		for range 5 {
+			r := jobsC("enqueue", "--queue", q, "ok", `{"n":1}`)
+			if r.code != 0 {
+				t.Fatalf("enqueue on %s = %+v", q, r)
+			}
+			ids = append(ids, strings.TrimSpace(r.stdout))
+		}
+		r := jobsC("enqueue", "--queue", q, "--delay", "300ms", "ok")
+		if r.code != 0 {
+			t.Fatalf("enqueue --delay on %s = %+v", q, r)
+		}
+		ids = append(ids, strings.TrimSpace(r.stdout))
+	}
+	bad := strings.TrimSpace(jobsC("enqueue", "--queue", qs[2], "--max-retry", "0", "bad").stdout)
+	for _, id := range ids {
+		waitFor(t, 10*time.Second, "job "+id+" done", func() bool {
+			return strings.Contains(jobsC("inspect", "--json", id).stdout, `"state":"done"`)
+		})
+	}
+	waitFor(t, 10*time.Second, "failing job dead", func() bool {
+		return strings.Contains(jobsC("inspect", "--json", bad).stdout, `"state":"dead"`)
+	})
+
+	// Idle pickup across nodes: the worker blocks on every queue's wake list at once.
+	var pickups []time.Duration
+	for i := range 6 {
+		q := qs[i%3]
+		time.Sleep(100 * time.Millisecond) // let the worker go idle
+		start := time.Now()
+		id := strings.TrimSpace(jobsC("enqueue", "--queue", q, "ok").stdout)
+		waitFor(t, 5*time.Second, "pickup on "+q, func() bool {
+			return strings.Contains(jobsC("inspect", "--json", id).stdout, `"state":"done"`)
+		})
+		pickups = append(pickups, time.Since(start))
+	}
+	slices.Sort(pickups)
+	if med := pickups[len(pickups)/2]; med > 500*time.Millisecond {
+		t.Errorf("idle pickup across nodes: median %s (all %v), want well under the 1s re-check", med, pickups)
+	}
+	t.Logf("idle pickup across nodes (enqueue -> done, via the CLI): %v", pickups)
+
+	// Cron fires on the cluster too, and stats/ls see every node.
+	waitFor(t, 10*time.Second, "cron ticks run", func() bool {
+		r := jobsC("ls", "default", "--state", "done")
+		return strings.Count(r.stdout, `cron:tick:`) >= 2
+	})
+	r := jobsC("stats", "--json")
+	var stats struct {
+		Queues []struct {
+			Name       string `json:"name"`
+			Done, Dead int
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil {
+		t.Fatalf("stats --json: %v: %q", err, r.stdout)
+	}
+	done := map[string]int{}
+	for _, q := range stats.Queues {
+		done[q.Name] = q.Done
+	}
+	for _, q := range qs {
+		if done[q] < 6 {
+			t.Errorf("stats: %d done on %s, want >= 6: %s", done[q], q, r.stdout)
+		}
+	}
+	if r := jobsC("pause", qs[1]); r.code != 0 {
+		t.Errorf("pause = %+v", r)
+	}
+	if r := jobsC("resume", qs[1]); r.code != 0 {
+		t.Errorf("resume = %+v", r)
+	}
+
+	worker.Process.Signal(syscall.SIGTERM)
+	sched.Process.Signal(syscall.SIGTERM)
+	if err := worker.Wait(); err != nil {
+		t.Errorf("worker exit: %v\n%s", err, wout)
+	}
+	if err := sched.Wait(); err != nil {
+		t.Errorf("scheduler exit: %v\n%s", err, sout)
+
+	}
+	for _, out := range []string{wout.String(), sout.String()} {
+		if strings.Contains(out, "CROSSSLOT") || strings.Contains(out, "Redis call failed") || strings.Contains(out, "wait failed") || strings.Contains(out, "heartbeat failed") {
+			t.Errorf("errors in the processes' logs:\n%s", out)
+		}
+	}
+}

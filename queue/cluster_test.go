@@ -1,0 +1,93 @@
+package queue
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// queuesOnDistinctNodes returns n queue names whose keys live on n different masters.
+func queuesOnDistinctNodes(t *testing.T, c *Client, n int) []string {
+	t.Helper()
+	cc := c.rdb.(*redis.ClusterClient)
+	seen := map[string]bool{}
+	var qs []string
+	for i := 0; len(qs) < n && i < 1000; i++ {
+		q := fmt.Sprintf("q%d", i)
+		node, err := cc.MasterForKey(ctx, c.keys.queue(q).wake)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := node.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			qs = append(qs, q)
+		}
+	}
+	if len(qs) < n {
+		t.Fatalf("found queues on only %d masters", len(qs))
+	}
+	return qs
+}
+
+// On a cluster, one Wait covers queues on different nodes (one BLPOP per queue), wakes
+// at once whichever gets a job, and loses no token: one its leftover BLPOPs pop after it
+// returned goes back on the wake list for another worker.
+func TestClusterWaitAcrossNodes(t *testing.T) {
+	if !redistest.ClusterMode() {
+		t.Skip("runs on a Redis Cluster: JOBS_TEST_CLUSTER=1 (make test runs it)")
+	}
+	c := setup(t, Config{})
+	qs := queuesOnDistinctNodes(t, c, 3)
+
+	for _, target := range qs {
+		done := make(chan [2]string, 1)
+		go func() {
+			q, token, err := c.Wait(ctx, qs, time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- [2]string{q, token}
+		}()
+		time.Sleep(50 * time.Millisecond)
+		mustEnqueue(t, c, "a", On(target))
+		sent := time.Now()
+		select {
+		case got := <-done:
+			if got != [2]string{target, WakeReady} {
+				t.Errorf("Wait(%v) = %v after an enqueue on %s", qs, got, target)
+			}
+			if d := time.Since(sent); d > 300*time.Millisecond {
+				t.Errorf("woken %s after the enqueue on %s, want at once", d, target)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("Wait(%v) not woken by an enqueue on %s", qs, target)
+		}
+	}
+
+	// The BLPOPs on the other queues still run for up to MaxWait: a token they pop now
+	// must be handed back, not swallowed.
+	mustEnqueue(t, c, "a", On(qs[1]))
+	deadline := time.Now().Add(3 * time.Second)
+	for c.rdb.LLen(ctx, c.keys.queue(qs[1]).wake).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the wake token of %s was swallowed by a BLPOP no Wait wanted", qs[1])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	q, token, err := c.Wait(ctx, qs, time.Second)
+	if err != nil || q != qs[1] || token != WakeReady {
+		t.Fatalf("Wait after handback = %q, %q, %v; want %q, %q", q, token, err, qs[1], WakeReady)
+	}
+
+	// A Wait with nothing to wake it times out on time.
+	start := time.Now()
+	if q, token, err := c.Wait(ctx, qs, 200*time.Millisecond); q != "" || token != "" || err != nil {
+		t.Fatalf("Wait(empty) = %q, %q, %v; want a timeout", q, token, err)
+	}
+	if d := time.Since(start); d < 190*time.Millisecond || d > 700*time.Millisecond {
+		t.Errorf("Wait(200ms) took %s", d)
+	}
+}
