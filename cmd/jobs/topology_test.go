@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // TestCluster runs the CLI, a worker process on three queues that live on three
@@ -139,5 +142,148 @@ func TestCluster(t *testing.T) {
 		if strings.Contains(out, "CROSSSLOT") || strings.Contains(out, "Redis call failed") || strings.Contains(out, "wait failed") || strings.Contains(out, "heartbeat failed") {
 			t.Errorf("errors in the processes' logs:\n%s", out)
 		}
+	}
+}
+
+// TestSentinelFailover runs a worker process and a steady enqueuer against a master found
+// through a Sentinel (--sentinel-master), SIGKILLs the master, and checks that both carry
+// on against the promoted replica by themselves: every job enqueued after the failover
+// runs, nothing stays stuck, and the only jobs that can be lost are ones acknowledged in
+// the last moments before the crash (Redis replication is asynchronous), which it counts.
+func TestSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a master, a replica and a Sentinel")
+	}
+	t.Parallel()
+	st, err := redistest.StartSentinel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Stop)
+	p := redistest.Prefix(t)
+	base := []string{"--sentinel-master", st.MasterName, "--redis", st.URL(), "--prefix", p}
+	worker, wout := jobsProcessArgs(t, append(slices.Clone(base), "worker",
+		"--lease", "2s", "--concurrency", "20", "--run", "ok=true", "--log-level", "warn")...)
+
+	client, err := queue.NewClient(st.Client(t), queue.Config{Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ack struct {
+		id string
+		at time.Time
+	}
+	var (
+		mu      sync.Mutex // guards acks and refused while the enqueuer runs
+		acks    []ack
+		refused int
+	)
+	stop := make(chan struct{})
+	enqueued := make(chan struct{})
+	go func() {
+		defer close(enqueued)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			id, err := client.Enqueue(ctx, "ok", nil)
+			cancel()
+			mu.Lock()
+			if err != nil {
+				refused++
+			} else {
+				acks = append(acks, ack{id, time.Now()})
+			}
+			mu.Unlock()
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	time.Sleep(1500 * time.Millisecond)
+	killed := time.Now()
+	st.Master.Kill()
+	// Carry on until the enqueuer has been back for 2 s.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		i := slices.IndexFunc(acks, func(a ack) bool { return a.at.After(killed) })
+		var back time.Time
+		if i >= 0 {
+			back = acks[i].at
+		}
+		mu.Unlock()
+		if !back.IsZero() && time.Since(back) > 2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			<-enqueued
+			t.Fatalf("no enqueue succeeded within 30s of the master's death (%d refused)", refused)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	<-enqueued
+
+	var before, after int
+	var firstAfter time.Time
+	for _, a := range acks {
+		if a.at.Before(killed) {
+			before++
+		} else {
+			after++
+			if firstAfter.IsZero() {
+				firstAfter = a.at
+			}
+		}
+	}
+	if after == 0 {
+		t.Fatalf("no enqueue acknowledged after the failover (%d before, %d refused)", before, refused)
+	}
+
+	// Every job that survived ends done: claims on the dead master come back after the
+	// lease, and the worker reconnected to the new master by itself.
+	ctx := context.Background()
+	var lostBefore, lostAfter, notDone int
+	waitFor(t, 30*time.Second, "every surviving job done", func() bool {
+		lostBefore, lostAfter, notDone = 0, 0, 0
+		for _, a := range acks {
+			job, err := client.Get(ctx, queue.DefaultQueue, a.id)
+			switch {
+			case errors.Is(err, queue.ErrNotFound) && a.at.Before(killed):
+				lostBefore++
+			case errors.Is(err, queue.ErrNotFound):
+				lostAfter++
+			case err != nil:
+				notDone++
+			case job.State != queue.StateDone:
+				notDone++
+			}
+		}
+		return notDone == 0
+	})
+	if lostAfter > 0 {
+		t.Errorf("%d jobs acknowledged after the failover were lost", lostAfter)
+	}
+	if worker.ProcessState != nil {
+		t.Fatalf("worker process exited: %s", wout)
+	}
+	t.Logf("sentinel failover: %d enqueues acknowledged before the master was killed, %d after "+
+		"(first %s after the kill), %d refused during the failover; lost: %d acknowledged "+
+		"before the kill (asynchronous replication), %d after",
+		before, after, firstAfter.Sub(killed).Round(time.Millisecond), refused, lostBefore, lostAfter)
+	if r := runCLI("", append(slices.Clone(base), "stats")...); r.code != 0 {
+		t.Errorf("stats through the Sentinel = %+v", r)
+	}
+	worker.Process.Signal(syscall.SIGTERM)
+	if err := worker.Wait(); err != nil {
+		t.Errorf("worker exit: %v\n%s", err, wout)
 	}
 }
