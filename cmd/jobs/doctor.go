@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +35,7 @@ func doctorCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
-			checks := diagnose(c.Context, client.Redis())
+			checks := diagnoseAll(c.Context, client.Redis())
 			failed := 0
 			for _, ch := range checks {
 				fmt.Fprintf(e.stdout, "%-5s %s\n", ch.level, ch.msg)
@@ -50,6 +52,34 @@ func doctorCommand(e *env) *cli.Command {
 }
 
 type check struct{ level, msg string } // level: ok, warn, FAIL
+
+// diagnoseAll runs every check against rdb, or against each master of a cluster (each
+// holds some queues, so each must be fit), naming the node in each line.
+func diagnoseAll(ctx context.Context, rdb redis.UniversalClient) []check {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return diagnose(ctx, rdb)
+	}
+	var mu sync.Mutex
+	byNode := map[string][]check{}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		checks := diagnose(ctx, m)
+		mu.Lock()
+		byNode[m.Options().Addr] = checks
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return []check{{"FAIL", fmt.Sprintf("cannot reach every cluster master: %v", err)}}
+	}
+	var out []check
+	for _, addr := range slices.Sorted(maps.Keys(byNode)) {
+		for _, ch := range byNode[addr] {
+			out = append(out, check{ch.level, addr + ": " + ch.msg})
+		}
+	}
+	return out
+}
 
 // diagnose runs every check against rdb.
 func diagnose(ctx context.Context, rdb redis.UniversalClient) []check {

@@ -122,6 +122,10 @@ func TestCluster(t *testing.T) {
 			t.Errorf("stats: %d done on %s, want >= 6: %s", done[q], q, r.stdout)
 		}
 	}
+	// doctor checks every master (persistence is off in tests: warnings, and exit 0).
+	if r := jobsC("doctor"); r.code != 0 || strings.Count(r.stdout, "cluster: state ok") != 3 {
+		t.Errorf("doctor on the cluster = %+v, want each of the 3 masters checked", r)
+	}
 	if r := jobsC("pause", qs[1]); r.code != 0 {
 		t.Errorf("pause = %+v", r)
 	}
