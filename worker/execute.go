@@ -26,6 +26,10 @@ type outcome struct {
 	err    error
 	result []byte
 	took   time.Duration // measured on this worker's clock
+	// cause is why the handler's context had ended when it returned (nil: it had not).
+	// Taken then, not later: a handler that failed on its own just before a shutdown
+	// must count as failed, not be handed back as interrupted.
+	cause error
 }
 
 // execute runs one attempt of a claimed job end to end: the handler under the job's
@@ -72,11 +76,11 @@ func (w *Worker) execute(ctx context.Context, r *run, release func()) {
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
-				done <- outcome{err: &panicError{value: v, stack: debug.Stack()}}
+				done <- outcome{err: &panicError{value: v, stack: debug.Stack()}, cause: context.Cause(tctx)}
 			}
 		}()
 		err := w.cfg.Handler.Process(hctx, job)
-		done <- outcome{err: err, result: result}
+		done <- outcome{err: err, result: result, cause: context.Cause(tctx)}
 	}()
 
 	var o outcome
@@ -87,11 +91,12 @@ func (w *Worker) execute(ctx context.Context, r *run, release func()) {
 		case o = <-done:
 		case <-time.After(abandonGrace):
 			o.err = fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace)
+			o.cause = context.Cause(tctx)
 		}
 	}
 	o.took = time.Since(began)
 	release()
-	cause := context.Cause(tctx)
+	cause := o.cause
 	switch {
 	case o.err != nil && errors.Is(cause, context.DeadlineExceeded):
 		o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
