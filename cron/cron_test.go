@@ -295,3 +295,40 @@ func TestNewRejectsBadEntries(t *testing.T) {
 		}
 	}
 }
+
+// An entry edited at the moment its tick falls due still fires that tick (with the new
+// definition); before, the reload planned from "now" and skipped it.
+func TestEditAtDueTickKeepsTheTick(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	store := NewStore(c)
+	e := Entry{Name: "e", Spec: "@every 10s", Type: "old"}
+	if err := store.Add(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(c, Config{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := time.Now().Truncate(10 * time.Second)
+	sched, _ := Schedule(e.Spec)
+	plan := map[string]*planned{"e": {entry: e, sched: sched, next: tick}}
+	e.Type = "new"
+	if err := store.Add(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	s.reload(ctx, plan, tick.Add(20*time.Millisecond), false)
+	if got := plan["e"]; got.entry.Type != "new" || !got.next.Equal(tick) {
+		t.Errorf("after an edit at the due tick: next %s type %q, want %s and %q", got.next, got.entry.Type, tick, "new")
+	}
+	// An edit between ticks plans from now, as before.
+	plan["e"].next = tick.Add(10 * time.Second)
+	e.Type = "newer"
+	if err := store.Add(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	s.reload(ctx, plan, tick.Add(time.Second), false)
+	if got := plan["e"]; got.entry.Type != "newer" || !got.next.Equal(tick.Add(10*time.Second)) {
+		t.Errorf("after an edit between ticks: next %s, want %s", got.next, tick.Add(10*time.Second))
+	}
+}

@@ -197,14 +197,22 @@ func (s *Scheduler) reload(ctx context.Context, plan map[string]*planned, now ti
 	}
 	var states map[string]State
 	for name, e := range want {
-		if p, ok := plan[name]; ok && reflect.DeepEqual(p.entry, e) {
+		old, ok := plan[name]
+		if ok && reflect.DeepEqual(old.entry, e) {
 			continue
 		}
 		sched, err := Schedule(e.Spec)
 		if err != nil { // validated on load; cannot happen
 			continue
 		}
-		p := &planned{entry: e, sched: sched, next: sched.Next(now)}
+		// An edited entry keeps a tick that fell due but has not fired yet (the edit
+		// arrived in the same moment): its next tick is the new schedule's first at or
+		// after the old next tick, not after now.
+		from := now
+		if ok && !old.next.After(now) {
+			from = old.next.Add(-time.Nanosecond)
+		}
+		p := &planned{entry: e, sched: sched, next: sched.Next(from)}
 		plan[name] = p
 		s.log.LogAttrs(ctx, slog.LevelInfo, "cron entry loaded", slog.String("entry", name),
 			slog.String("spec", e.Spec), slog.Time("next_tick", p.next))
