@@ -256,10 +256,14 @@ func TestSentinelFailover(t *testing.T) {
 	// lease, and the worker reconnected to the new master by itself.
 	ctx := context.Background()
 	var lostBefore, lostAfter, notDone int
+	var resumed time.Time // the first job the worker finished after the failover
 	waitFor(t, 30*time.Second, "every surviving job done", func() bool {
 		lostBefore, lostAfter, notDone = 0, 0, 0
 		for _, a := range acks {
 			job, err := client.Get(ctx, queue.DefaultQueue, a.id)
+			if err == nil && job.FinishedAt.After(killed) && (resumed.IsZero() || job.FinishedAt.Before(resumed)) {
+				resumed = job.FinishedAt
+			}
 			switch {
 			case errors.Is(err, queue.ErrNotFound) && a.at.Before(killed):
 				lostBefore++
@@ -280,9 +284,10 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("worker process exited: %s", wout)
 	}
 	t.Logf("sentinel failover: %d enqueues acknowledged before the master was killed, %d after "+
-		"(first %s after the kill), %d refused during the failover; lost: %d acknowledged "+
-		"before the kill (asynchronous replication), %d after",
-		before, after, firstAfter.Sub(killed).Round(time.Millisecond), refused, lostBefore, lostAfter)
+		"(first %s after the kill), %d refused during the failover; worker finished its first job "+
+		"%s after the kill; lost: %d acknowledged before the kill (asynchronous replication), %d after",
+		before, after, firstAfter.Sub(killed).Round(time.Millisecond), refused,
+		resumed.Sub(killed).Round(time.Millisecond), lostBefore, lostAfter)
 	if r := runCLI("", append(slices.Clone(base), "stats")...); r.code != 0 {
 		t.Errorf("stats through the Sentinel = %+v", r)
 	}
