@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jobs-dev/jobs/internal/redistest"
 )
@@ -91,5 +93,53 @@ func TestStatsRetryCancelPausePurge(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("jobs %v = exit %d, stderr %q; want %d mentioning %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
+	}
+}
+
+// `stats --watch` rides out a Redis restart: one line per failed refresh, then figures
+// again, never an exit.
+func TestStatsWatchSurvivesRedisRestart(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	p := redistest.Prefix(t)
+	base := []string{"--redis", "redis://" + srv.Addr, "--prefix", p}
+	if r := runCLI("", append(base, "enqueue", "t")...); r.code != 0 {
+		t.Fatalf("enqueue = %+v", r)
+	}
+	cmd, out := jobsProcessArgs(t, append(base, "stats", "--watch", "--json")...)
+	exitedCh := make(chan struct{})
+	go func() { cmd.Wait(); close(exitedCh) }()
+	time.Sleep(1500 * time.Millisecond)
+	srv.Kill()
+	time.Sleep(1500 * time.Millisecond)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI("", append(base, "enqueue", "t")...); r.code != 0 { // no persistence: the queue starts again
+		t.Fatalf("enqueue after restart = %+v", r)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	var exited bool
+	select {
+	case <-exitedCh:
+		exited = true
+	default:
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exitedCh
+	if exited {
+		t.Fatalf("stats --watch exited during the outage:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var retried bool
+	for _, l := range lines {
+		retried = retried || strings.Contains(l, "(retrying)")
+	}
+	if !retried || !strings.HasPrefix(lines[len(lines)-1], `{"queues":[{`) {
+		t.Errorf("stats --watch across a restart printed:\n%s\nwant a retry line, then figures again", out)
 	}
 }

@@ -40,6 +40,16 @@ func statsCommand(e *env) *cli.Command {
 			var prevAt time.Time
 			for {
 				stats, err := client.Stats(c.Context)
+				if err != nil && c.Bool("watch") && c.Context.Err() == nil {
+					// A watch outlives a Redis restart: say so once a second and go on.
+					fmt.Fprintf(e.stderr, "jobs: stats: %s (retrying)\n", oneLine(err.Error()))
+					select {
+					case <-c.Context.Done():
+						return nil
+					case <-time.After(time.Second):
+					}
+					continue
+				}
 				if err != nil {
 					return err
 				}
