@@ -56,6 +56,11 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Dura
 	if err != nil {
 		return nil, fmt.Errorf("claim from %s: %w", queue, err)
 	}
+	return decodeClaimed(queue, res)
+}
+
+// decodeClaimed decodes claim.lua's reply: one flat field/value array per job.
+func decodeClaimed(queue string, res []any) ([]*Job, error) {
 	jobs := make([]*Job, 0, len(res))
 	for _, r := range res {
 		flat, ok := r.([]any)
@@ -113,10 +118,7 @@ type ackItem struct {
 
 // ackCoalesced acknowledges a batch of jobs: one ack.lua call per queue, pipelined.
 func (c *Client) ackCoalesced(items []ackItem) []error {
-	retention := ms(c.cfg.DoneRetention)
-	if c.cfg.DoneRetention < 0 {
-		retention = 0
-	}
+	retention := c.doneRetention()
 	byQueue := map[string][]int{}
 	var order []string
 	for i, it := range items {
@@ -157,6 +159,88 @@ func (c *Client) ackCoalesced(items []ackItem) []error {
 		}
 	}
 	return errs
+}
+
+// Finished is a claimed job whose handler succeeded, with the result to store, as given
+// to [Client.AckClaim].
+type Finished struct {
+	Job    *Job
+	Result []byte
+}
+
+// AckClaim acknowledges finished jobs of queue, as Ack does each, and then claims up to n
+// ready jobs from it, as Claim does, in one round trip: a worker whose slots free up
+// reports the jobs that freed them and refills the slots at once. acked has one entry per
+// finished job: nil when it is done, ErrLeaseLost when its lease was gone (nothing changed
+// for it). A non-nil err means the call failed: the acks may or may not have been applied
+// (their jobs come back after their lease when not), and nothing was claimed.
+func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished, n int,
+	lease time.Duration, worker string) (acked []error, jobs []*Job, err error) {
+	n = min(max(n, 0), MaxClaim)
+	if len(finished) == 0 && n == 0 {
+		return nil, nil, nil
+	}
+	for _, f := range finished {
+		if f.Job.Queue != queue {
+			return nil, nil, fmt.Errorf("ack %s: %w: job of queue %q given to AckClaim on %q",
+				f.Job.ID, ErrInvalid, f.Job.Queue, queue)
+		}
+	}
+	qk := c.keys.queue(queue)
+	var calls []*scriptCall
+	var ack, claim *scriptCall
+	if len(finished) > 0 {
+		args := make([]any, 0, 4+3*len(finished))
+		args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax)
+		for _, f := range finished {
+			args = append(args, f.Job.ID, f.Job.Lease, f.Result)
+		}
+		ack = &scriptCall{script: scripts.Ack, keys: []string{qk.active, qk.done}, args: args}
+		calls = append(calls, ack)
+	}
+	if n > 0 {
+		token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
+		claim = &scriptCall{script: scripts.Claim, keys: []string{qk.ready, qk.active, qk.paused},
+			args: []any{qk.jobPrefix, n, ms(lease), worker, token}}
+		calls = append(calls, claim)
+	}
+	runErr := c.runScripts(ctx, nil, calls)
+	if ack != nil {
+		acked = make([]error, len(finished))
+		codes, err := ack.cmd.Int64Slice()
+		if err == nil && len(codes) != len(finished) {
+			err = errBadReply
+		}
+		for i, f := range finished {
+			switch {
+			case err != nil:
+				acked[i] = fmt.Errorf("ack %s: %w", f.Job.ID, err)
+			case codes[i] == 0:
+				acked[i] = fmt.Errorf("ack %s: %w", f.Job.ID, ErrLeaseLost)
+			}
+		}
+	}
+	if claim != nil {
+		res, err := claim.cmd.Slice()
+		if err != nil {
+			return acked, nil, fmt.Errorf("claim from %s: %w", queue, err)
+		}
+		jobs, err = decodeClaimed(queue, res)
+		if err != nil {
+			return acked, nil, err
+		}
+	} else if runErr != nil {
+		return acked, nil, fmt.Errorf("ack on %s: %w", queue, runErr)
+	}
+	return acked, jobs, nil
+}
+
+// doneRetention is ack.lua's retention argument: 0 deletes done jobs at once.
+func (c *Client) doneRetention() int64 {
+	if c.cfg.DoneRetention < 0 {
+		return 0
+	}
+	return ms(c.cfg.DoneRetention)
 }
 
 // NoRetry, given to Fail as retryIn, sends the job to the dead set whatever attempts it

@@ -34,38 +34,80 @@ type outcome struct {
 
 // execute runs one attempt of a claimed job end to end: the handler under the job's
 // timeout, a panic turned into a failure with its stack, then exactly one of ack, fail
-// (retry or dead) or hand back. It calls release when the handler is done, before the
-// outcome's round trip, so the next claim overlaps it: the concurrency limit bounds
-// handlers, not bookkeeping.
-func (w *Worker) execute(ctx context.Context, r *run, release func()) {
-	job := r.job
-	log := w.log.With(slog.String(attrJobID, job.ID), slog.String(attrJobType, job.Type),
-		slog.String(attrQueue, job.Queue), slog.Int(attrAttempt, job.Attempt))
+// (retry or dead) or hand back. A success keeps the slot (kept = true: the caller runs
+// the next buffered job in it) and leaves the ack to the fetch loop, which carries the
+// acks of every slot in one round trip. Any other outcome frees the slot before its own
+// round trip, so the next claim overlaps it: the concurrency limit bounds handlers, not
+// bookkeeping.
+func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept bool) {
+	job := c.job
+	ctx, cancel := context.WithCancelCause(jobsCtx)
+	defer cancel(nil)
+	// The lease began when the claim was sent: a heartbeat renews it from then.
+	r := &run{job: job, cancel: cancel, renewed: c.at}
+	w.mu.Lock()
+	w.running[job.Lease] = r
+	w.mu.Unlock()
+	forget := func() {
+		w.mu.Lock()
+		delete(w.running, job.Lease)
+		w.mu.Unlock()
+	}
 	timeout := job.Timeout
 	if timeout <= 0 {
 		timeout = queue.DefaultTimeout
 	}
+	var unlock func()
 	if job.Exclusive != "" {
 		lk, err := w.locker.TryLock(ctx, w.client.ExclusiveLock(job.Exclusive), 2*w.cfg.Lease)
 		if err != nil {
-			w.deferExclusive(ctx, log, job, err)
-			return
+			forget()
+			w.deferExclusive(ctx, job, err)
+			w.slots.release()
+			return false
 		}
 		// Lost (expired while Redis was unreachable): another worker may start its twin.
 		lk.KeepAlive(func(error) { r.cancel(errLockLost) })
 		// Exclusivity is about handlers: the lock goes as soon as this one returns, before
-		// its slot is freed and its outcome recorded, so the next job of the key can start.
-		free := release
-		release = func() {
+		// its outcome is recorded, so the next job of the key can start.
+		unlock = func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 			defer cancel()
 			if err := lk.Release(rctx); err != nil && !errors.Is(err, lock.ErrLost) {
-				log.LogAttrs(rctx, slog.LevelWarn, "cannot release exclusive lock; it expires by itself",
+				w.jobLog(job).LogAttrs(rctx, slog.LevelWarn, "cannot release exclusive lock; it expires by itself",
 					slog.String("error", err.Error()))
 			}
-			free()
 		}
 	}
+	o := w.runHandler(ctx, job, timeout)
+	w.slots.timed(o.took)
+	if unlock != nil {
+		unlock()
+	}
+	forget()
+	if o.err == nil {
+		w.slots.ack(finished{job: job, result: o.result, took: o.took})
+		return true
+	}
+	w.slots.release()
+	w.metrics.setBusy(int64(w.slots.running()))
+	cause := o.cause
+	switch {
+	case errors.Is(cause, context.DeadlineExceeded):
+		o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
+	case errors.Is(cause, errCancelled):
+		o.err = fmt.Errorf("%w: %w", errCancelled, o.err)
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer rcancel()
+	w.settle(rctx, job, o, cause)
+	return false
+}
+
+// runHandler runs the handler under the job's timeout. A handler that does not return
+// within abandonGrace of its context ending is abandoned (its goroutine cannot be killed)
+// and the attempt counts as failed.
+func (w *Worker) runHandler(ctx context.Context, job *queue.Job, timeout time.Duration) (o outcome) {
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var result []byte
@@ -83,7 +125,6 @@ func (w *Worker) execute(ctx context.Context, r *run, release func()) {
 		done <- outcome{err: err, result: result, cause: context.Cause(tctx)}
 	}()
 
-	var o outcome
 	select {
 	case o = <-done:
 	case <-tctx.Done():
@@ -95,18 +136,7 @@ func (w *Worker) execute(ctx context.Context, r *run, release func()) {
 		}
 	}
 	o.took = time.Since(began)
-	release()
-	cause := o.cause
-	switch {
-	case o.err != nil && errors.Is(cause, context.DeadlineExceeded):
-		o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
-	case o.err != nil && errors.Is(cause, errCancelled):
-		o.err = fmt.Errorf("%w: %w", errCancelled, o.err)
-	}
-
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
-	defer rcancel()
-	w.settle(rctx, log, job, o, cause)
+	return o
 }
 
 // ExclusiveRetryDelay is about how long an exclusive job whose lock is held waits before
@@ -115,7 +145,8 @@ const ExclusiveRetryDelay = time.Second
 
 // deferExclusive gives back an exclusive job whose lock is held elsewhere (or could not be
 // taken): scheduled a little later, no attempt counted.
-func (w *Worker) deferExclusive(ctx context.Context, log *slog.Logger, job *queue.Job, why error) {
+func (w *Worker) deferExclusive(ctx context.Context, job *queue.Job, why error) {
+	log := w.jobLog(job)
 	delay := ExclusiveRetryDelay/2 + rand.N(ExclusiveRetryDelay)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
@@ -132,16 +163,12 @@ func (w *Worker) deferExclusive(ctx context.Context, log *slog.Logger, job *queu
 		slog.Duration("retry_in", delay))
 }
 
-// settle reports the attempt's outcome to Redis.
-func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o outcome, cause error) {
+// settle records a failed attempt: handed back when the worker is shutting down, dropped
+// when the lease was lost, else retried or dead-lettered.
+func (w *Worker) settle(ctx context.Context, job *queue.Job, o outcome, cause error) {
+	log := w.jobLog(job)
 	var err error
 	switch {
-	case o.err == nil:
-		err = w.client.Ack(ctx, job, o.result)
-		if err == nil {
-			w.metrics.observe(job, outcomeSuccess, o.took)
-			log.LogAttrs(ctx, slog.LevelDebug, "job done", slog.Duration("took", o.took))
-		}
 	case errors.Is(cause, errShutdown):
 		err = w.client.HandBack(ctx, job, 0)
 		if err == nil {
@@ -180,12 +207,30 @@ func (w *Worker) settle(ctx context.Context, log *slog.Logger, job *queue.Job, o
 			log.LogAttrs(ctx, level, "job failed", attrs...)
 		}
 	}
+	w.reportError(ctx, job, err)
+}
+
+// acked records the outcome of a succeeded job's ack, sent by the fetch loop.
+func (w *Worker) acked(ctx context.Context, f finished, err error) {
+	if err == nil {
+		w.metrics.observe(f.job, outcomeSuccess, f.took)
+		if w.log.Enabled(ctx, slog.LevelDebug) {
+			w.jobLog(f.job).LogAttrs(ctx, slog.LevelDebug, "job done", slog.Duration("took", f.took))
+		}
+		return
+	}
+	w.reportError(ctx, f.job, err)
+}
+
+// reportError logs a failure to record a job's outcome.
+func (w *Worker) reportError(ctx context.Context, job *queue.Job, err error) {
 	switch {
+	case err == nil:
 	case errors.Is(err, queue.ErrLeaseLost):
-		log.LogAttrs(ctx, slog.LevelWarn, "job lost its lease before it finished; another worker owns it now")
-	case err != nil:
+		w.jobLog(job).LogAttrs(ctx, slog.LevelWarn, "job lost its lease before it finished; another worker owns it now")
+	default:
 		// The lease will expire and any live worker will reap the job: at-least-once holds.
-		log.LogAttrs(ctx, slog.LevelError, "cannot record job outcome; it will be retried after its lease",
+		w.jobLog(job).LogAttrs(ctx, slog.LevelError, "cannot record job outcome; it will be retried after its lease",
 			slog.String("error", err.Error()))
 	}
 }

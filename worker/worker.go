@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/ident"
@@ -107,11 +106,10 @@ type Worker struct {
 	log    *slog.Logger
 	queues []string // sorted, for deterministic logs and the wait call
 
+	slots   *slots
 	mu      sync.Mutex
 	running map[string]*run // by lease token: unique per claim, unlike the job ID
-	busy    atomic.Int64
-	freed   chan struct{} // a slot came free (buffered 1)
-	metrics *metrics      // nil without Config.Registerer
+	metrics *metrics        // nil without Config.Registerer
 }
 
 // run is one job being executed.
@@ -130,7 +128,8 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{client: client, locker: lock.New(client.Redis()), cfg: cfg, running: map[string]*run{}, freed: make(chan struct{}, 1)}
+	w := &Worker{client: client, locker: lock.New(client.Redis()), cfg: cfg, running: map[string]*run{},
+		slots: newSlots(cfg.Concurrency, cfg.Lease)}
 	w.log = cfg.Logger.With(slog.String(attrWorker, cfg.ID))
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)
@@ -147,10 +146,10 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 // ID returns the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// Run claims and runs jobs until ctx is cancelled. It then stops claiming, lets running
-// jobs finish within Config.ShutdownTimeout, cancels and hands back the rest so another
-// worker takes them at once, and returns nil. It returns an error only when it cannot
-// start.
+// Run claims and runs jobs until ctx is cancelled. It then stops claiming, hands back
+// the jobs it claimed ahead, lets running jobs finish within Config.ShutdownTimeout,
+// cancels and hands back the rest so another worker takes them at once, and returns nil.
+// It returns an error only when it cannot start.
 func (w *Worker) Run(ctx context.Context) error {
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker started",
 		slog.Any("queues", w.cfg.Queues), slog.Int("concurrency", w.cfg.Concurrency),
@@ -166,17 +165,30 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.fetchLoop(ctx, jobsCtx, &jobs)
 
+	w.slots.stop()
+	w.handBackStale(ctx)
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopping: waiting for running jobs",
-		slog.Int64("running", w.busy.Load()), slog.Duration("shutdown_timeout", w.cfg.ShutdownTimeout))
+		slog.Int("running", w.slots.running()), slog.Duration("shutdown_timeout", w.cfg.ShutdownTimeout))
 	finished := make(chan struct{})
 	go func() { jobs.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(w.cfg.ShutdownTimeout):
-		w.log.LogAttrs(ctx, slog.LevelWarn, "shutdown timeout: cancelling and handing back running jobs",
-			slog.Int64("running", w.busy.Load()))
-		stopJobs(errShutdown)
-		<-finished // execute returns within abandonGrace of the cancel
+	timeout := time.NewTimer(w.cfg.ShutdownTimeout)
+	defer timeout.Stop()
+	// The running jobs' acks are still carried here, as the fetch loop did.
+	for done := false; !done; {
+		select {
+		case <-finished:
+			done = true
+		case <-w.slots.freed:
+		case <-timeout.C:
+			w.log.LogAttrs(ctx, slog.LevelWarn, "shutdown timeout: cancelling and handing back running jobs",
+				slog.Int("running", w.slots.running()))
+			stopJobs(errShutdown)
+		}
+		if _, err := w.exchange(ctx, 0); err != nil {
+			w.log.LogAttrs(ctx, slog.LevelError, "Redis call failed while stopping",
+				slog.String("error", err.Error()))
+		}
+		w.handBackStale(ctx)
 	}
 	stopHeartbeat()
 	<-hbDone
@@ -184,62 +196,78 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// fetchLoop claims jobs for free slots until ctx is cancelled. With nothing to claim it
-// waits for whichever comes first: a wake token (a job arrived), the next delayed job's
-// due time (a local timer: Redis's own BLPOP timeout is only as precise as its 100ms
-// tick), or the next reap.
+// fetchLoop carries acks and claims for every slot until ctx is cancelled: each round
+// acks the jobs that succeeded since the last and claims for the free slots (and the
+// claim-ahead buffer) in one script call per queue. With nothing to claim it waits for
+// whichever comes first: a wake token (a job arrived), the next delayed job's due time (a
+// local timer: Redis's own BLPOP timeout is only as precise as its 100ms tick), or the
+// next reap; acks that come meanwhile are still sent at once.
 func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 	var nextPromote, nextReap time.Time // zero: due now
 	var waiting chan wakeup             // non-nil while a Wait runs
+	idle := false                       // the last claim found nothing: wait to be woken
 	errDelay := time.Duration(0)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for ctx.Err() == nil {
-		free := w.cfg.Concurrency - int(w.busy.Load())
-		if free <= 0 {
-			select {
-			case <-w.freed:
-			case wu := <-waiting:
-				waiting = nil
-				w.passOn(ctx, wu) // we cannot use it: another idle worker can
-			case <-ctx.Done():
-				return
+		nextStale := w.handBackStale(ctx)
+		want := 0
+		if !idle {
+			want = w.slots.want()
+		}
+		if want > 0 || w.slots.hasAcks() {
+			var err error
+			if want > 0 {
+				if err = w.maintain(ctx, time.Now(), &nextPromote, &nextReap); err != nil {
+					want = 0 // still send the acks
+				}
 			}
-			continue
-		}
-		err := w.maintain(ctx, time.Now(), &nextPromote, &nextReap)
-		var claimed []*queue.Job
-		if err == nil {
-			claimed, err = w.claim(ctx, free)
-		}
-		// Jobs claimed before an error (from another queue) hold leases: run them.
-		for _, job := range claimed {
-			w.start(jobsCtx, job, jobs)
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+			sent := time.Now()
+			claimed, xerr := w.exchange(ctx, want)
+			// Jobs claimed before an error (from another queue) hold leases: run them.
+			w.start(jobsCtx, claimed, sent, jobs)
+			if err = cmp.Or(err, xerr); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				// Redis is down or refusing: back off (100ms doubling to 5s) instead of spinning.
+				errDelay = min(max(errDelay*2, 100*time.Millisecond), 5*time.Second)
+				w.log.LogAttrs(ctx, slog.LevelError, "Redis call failed; retrying",
+					slog.String("error", err.Error()), slog.Duration("retry_in", errDelay))
+				select {
+				case <-time.After(errDelay):
+				case <-ctx.Done():
+				}
+				continue
 			}
-			// Redis is down or refusing: back off (100ms doubling to 5s) instead of spinning.
-			errDelay = min(max(errDelay*2, 100*time.Millisecond), 5*time.Second)
-			w.log.LogAttrs(ctx, slog.LevelError, "Redis call failed; retrying",
-				slog.String("error", err.Error()), slog.Duration("retry_in", errDelay))
-			select {
-			case <-time.After(errDelay):
-			case <-ctx.Done():
+			errDelay = 0
+			if want <= 0 || len(claimed) > 0 {
+				continue
 			}
-			continue
+			idle = true
 		}
-		errDelay = 0
-		if len(claimed) > 0 {
-			continue
-		}
-		if waiting == nil {
+		if idle && waiting == nil {
 			waiting = make(chan wakeup, 1)
 			go w.wait(ctx, waiting)
 		}
-		timer := time.NewTimer(time.Until(minTime(nextPromote, nextReap)))
+		wakeAt := nextStale
+		if idle {
+			wakeAt = minTime(minTime(nextPromote, nextReap), wakeAt)
+		}
+		var timerC <-chan time.Time
+		if !wakeAt.IsZero() {
+			timer.Reset(time.Until(wakeAt))
+			timerC = timer.C
+		}
 		select {
+		case <-w.slots.freed: // a slot came free or an ack waits
 		case wu := <-waiting:
 			waiting = nil
+			if !idle && want <= 0 {
+				w.passOn(ctx, wu) // we cannot use it: another idle worker can
+				break
+			}
+			idle = false
 			if wu.err != nil && ctx.Err() == nil {
 				w.log.LogAttrs(ctx, slog.LevelWarn, "wait failed", slog.String("error", wu.err.Error()))
 				time.Sleep(100 * time.Millisecond)
@@ -247,7 +275,10 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			if wu.token == queue.WakeScheduled {
 				nextPromote = time.Time{} // it may be due sooner than we planned for
 			}
-		case <-timer.C:
+		case <-timerC:
+			if idle && !time.Now().Before(minTime(nextPromote, nextReap)) {
+				idle = false
+			}
 		case <-ctx.Done():
 		}
 		timer.Stop()
@@ -315,19 +346,73 @@ func (w *Worker) maintain(ctx context.Context, now time.Time, nextPromote, nextR
 	return nil
 }
 
-// claim takes up to free jobs, sharing the slots among the queues by weight: each slot
-// goes to a queue drawn with probability weight/total. If the drawn queues are empty, the
-// others are tried in turn so a slot never idles while any queue has work.
-func (w *Worker) claim(ctx context.Context, free int) ([]*queue.Job, error) {
+// exchange sends the acks waiting in the slots and claims up to want jobs, one
+// AckClaim call per queue. The claims share the slots among the queues by weight: each
+// slot goes to a queue drawn with probability weight/total. If the drawn queues are
+// empty, the others are tried in turn so a slot never idles while any queue has work.
+func (w *Worker) exchange(ctx context.Context, want int) ([]*queue.Job, error) {
+	acks := w.slots.takeAcks()
+	// The call settles jobs already run and claims jobs it must hand back if the worker
+	// stops: it is not cut short by ctx, only bounded.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	byQueue := map[string][]finished{}
+	for _, f := range acks {
+		byQueue[f.job.Queue] = append(byQueue[f.job.Queue], f)
+	}
+	share := w.share(want)
+	var got []*queue.Job
+	var firstErr error
+	call := func(q string, n int) {
+		sent := byQueue[q]
+		delete(byQueue, q)
+		fin := make([]queue.Finished, len(sent))
+		for i, f := range sent {
+			fin[i] = queue.Finished{Job: f.job, Result: f.result}
+		}
+		acked, jobs, err := w.client.AckClaim(rctx, q, fin, n, w.cfg.Lease, w.cfg.ID)
+		for i, f := range sent[:len(acked)] {
+			w.acked(rctx, f, acked[i])
+		}
+		got = append(got, jobs...)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for _, q := range w.queues {
+		if share[q] > 0 || len(byQueue[q]) > 0 {
+			call(q, share[q])
+		}
+	}
+	if len(got) > 0 || want <= 0 || len(w.queues) == 1 || firstErr != nil {
+		return got, firstErr
+	}
+	for _, q := range w.queues {
+		if share[q] > 0 {
+			continue
+		}
+		if call(q, want); firstErr != nil || len(got) > 0 {
+			break
+		}
+	}
+	return got, firstErr
+}
+
+// share draws which queue each of n slots claims from, by weight.
+func (w *Worker) share(n int) map[string]int {
+	share := map[string]int{}
+	if n <= 0 {
+		return share
+	}
 	if len(w.queues) == 1 {
-		return w.client.Claim(ctx, w.queues[0], free, w.cfg.Lease, w.cfg.ID)
+		share[w.queues[0]] = n
+		return share
 	}
 	total := 0
 	for _, q := range w.queues {
 		total += w.cfg.Queues[q]
 	}
-	share := map[string]int{}
-	for range free {
+	for range n {
 		r := rand.N(total)
 		for _, q := range w.queues {
 			if r -= w.cfg.Queues[q]; r < 0 {
@@ -336,59 +421,7 @@ func (w *Worker) claim(ctx context.Context, free int) ([]*queue.Job, error) {
 			}
 		}
 	}
-	var got []*queue.Job
-	for _, q := range w.queues {
-		if share[q] == 0 {
-			continue
-		}
-		jobs, err := w.client.Claim(ctx, q, share[q], w.cfg.Lease, w.cfg.ID)
-		if err != nil {
-			return got, err
-		}
-		got = append(got, jobs...)
-	}
-	if len(got) > 0 {
-		return got, nil
-	}
-	for _, q := range w.queues {
-		if share[q] > 0 {
-			continue
-		}
-		jobs, err := w.client.Claim(ctx, q, free, w.cfg.Lease, w.cfg.ID)
-		if err != nil || len(jobs) > 0 {
-			return jobs, err
-		}
-	}
-	return nil, nil
-}
-
-func (w *Worker) start(jobsCtx context.Context, job *queue.Job, jobs *sync.WaitGroup) {
-	ctx, cancel := context.WithCancelCause(jobsCtx)
-	r := &run{job: job, cancel: cancel, renewed: time.Now()}
-	w.mu.Lock()
-	w.running[job.Lease] = r
-	w.mu.Unlock()
-	w.metrics.setBusy(w.busy.Add(1))
-	jobs.Add(1)
-	var once sync.Once
-	release := func() { // the slot is free once the handler is done, before its outcome is recorded
-		once.Do(func() {
-			w.metrics.setBusy(w.busy.Add(-1))
-			select {
-			case w.freed <- struct{}{}:
-			default:
-			}
-		})
-	}
-	go func() {
-		defer jobs.Done()
-		w.execute(ctx, r, release)
-		release()
-		cancel(nil)
-		w.mu.Lock()
-		delete(w.running, job.Lease)
-		w.mu.Unlock()
-	}()
+	return share
 }
 
 // heartbeatLoop renews the leases of running jobs every Lease/3, one script call per

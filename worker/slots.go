@@ -1,0 +1,260 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// How slots, the claim-ahead buffer and the fetch loop share the work:
+//
+//   - A slot is a goroutine running handlers, one job after another: when its job
+//     succeeds it posts the ack to the fetch loop and takes the next buffered job itself,
+//     so a busy worker starts jobs without waiting for any round trip. A slot whose job
+//     failed records the failure itself (rare, and it needs the outcome) and ends.
+//   - The fetch loop carries the acks of all slots and refills them in one script call
+//     per queue (queue.Client.AckClaim): one round trip per batch of completions, not two
+//     per job.
+//   - While handlers are short, the loop claims a few jobs more than there are free
+//     slots and keeps them in the buffer, so a slot that frees finds its next job at
+//     hand. A buffered job is active in Redis (its attempt counted, its lease running),
+//     so the buffer is kept only while handlers are short, and a buffered job that waited
+//     staleAfter is handed back uncounted, as are all buffered jobs on shutdown.
+
+// claimed is a job this worker claimed and has not started yet.
+type claimed struct {
+	job *queue.Job
+	at  time.Time // when the claim was sent: its lease began no earlier
+}
+
+// finished is a job whose handler succeeded, waiting for the fetch loop to ack it.
+type finished struct {
+	job    *queue.Job
+	result []byte
+	took   time.Duration
+}
+
+// slots is the worker's bookkeeping of slots, buffered jobs and pending acks.
+type slots struct {
+	concurrency int
+	aheadUntil  time.Duration // claim ahead only while handlers average less
+	staleAfter  time.Duration // a buffered job older than this is handed back
+
+	mu       sync.Mutex
+	busy     int       // slots running a job
+	buffer   []claimed // claimed ahead, oldest first
+	stale    []claimed // buffered jobs a slot found stale, to hand back
+	acks     []finished
+	stopping bool // no buffered job may start any more
+	avg      time.Duration
+	freed    chan struct{} // (buffered 1) a slot came free, an ack or a stale job waits
+}
+
+func newSlots(concurrency int, lease time.Duration) *slots {
+	until := min(lease/40, 125*time.Millisecond)
+	return &slots{
+		concurrency: concurrency,
+		aheadUntil:  until,
+		staleAfter:  min(lease/10, 500*time.Millisecond),
+		// Unknown handlers are assumed slow until a few have been timed, so a worker of
+		// long jobs never buffers.
+		avg:   until,
+		freed: make(chan struct{}, 1),
+	}
+}
+
+func (s *slots) signal() {
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
+}
+
+// want returns how many jobs to claim: the free slots, plus the buffer's room while
+// handlers are short.
+func (s *slots) want() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return 0
+	}
+	n := s.concurrency - s.busy - len(s.buffer)
+	if s.avg < s.aheadUntil {
+		n += s.ahead()
+	}
+	return n
+}
+
+// ahead is the buffer's size while handlers are short: enough to keep every slot fed
+// through one round trip of the fetch loop.
+func (s *slots) ahead() int {
+	return s.concurrency
+}
+
+// place gives claimed jobs to free slots and buffers the rest. It returns the jobs to
+// start, one new slot each.
+func (s *slots) place(jobs []*queue.Job, at time.Time) (start []claimed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range jobs {
+		c := claimed{j, at}
+		if s.busy < s.concurrency && !s.stopping {
+			s.busy++
+			start = append(start, c)
+		} else {
+			s.buffer = append(s.buffer, c)
+		}
+	}
+	return start
+}
+
+// next gives a slot whose job succeeded its next job. ok is false when there is none: the
+// slot is then free. Buffered jobs found stale on the way are set aside for hand back.
+func (s *slots) next(now time.Time) (c claimed, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.buffer) > 0 && !s.stopping {
+		c, s.buffer = s.buffer[0], s.buffer[1:]
+		if now.Sub(c.at) < s.staleAfter {
+			return c, true
+		}
+		s.stale = append(s.stale, c)
+		s.signal()
+	}
+	s.busy--
+	s.signal()
+	return claimed{}, false
+}
+
+// release frees a slot whose job will not be followed by a buffered one (its outcome is
+// being recorded by the slot itself).
+func (s *slots) release() {
+	s.mu.Lock()
+	s.busy--
+	s.mu.Unlock()
+	s.signal()
+}
+
+// timed records a handler's duration: a moving average decides whether to claim ahead.
+func (s *slots) timed(took time.Duration) {
+	s.mu.Lock()
+	s.avg += (took - s.avg) / 8
+	s.mu.Unlock()
+}
+
+// ack queues a succeeded job's ack for the fetch loop.
+func (s *slots) ack(f finished) {
+	s.mu.Lock()
+	s.acks = append(s.acks, f)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *slots) hasAcks() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.acks) > 0
+}
+
+// takeAcks returns the acks waiting to be sent.
+func (s *slots) takeAcks() []finished {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.acks
+	s.acks = nil
+	return a
+}
+
+// takeStale removes the buffered jobs that waited staleAfter (all of them once stopping)
+// and returns them with the time the next one goes stale (zero: the buffer is empty).
+func (s *slots) takeStale(now time.Time) (old []claimed, next time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, s.stale = s.stale, nil
+	for len(s.buffer) > 0 && (s.stopping || now.Sub(s.buffer[0].at) >= s.staleAfter) {
+		old = append(old, s.buffer[0])
+		s.buffer = s.buffer[1:]
+	}
+	if len(s.buffer) > 0 {
+		next = s.buffer[0].at.Add(s.staleAfter)
+	}
+	return old, next
+}
+
+// stop lets no buffered job start any more.
+func (s *slots) stop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+}
+
+func (s *slots) running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy
+}
+
+// slot runs c, then the buffered jobs that follow it, until the buffer is empty or a job
+// fails (the slot then records the failure itself and ends).
+func (w *Worker) slot(jobsCtx context.Context, c claimed, jobs *sync.WaitGroup) {
+	defer jobs.Done()
+	for {
+		if !w.execute(jobsCtx, c) {
+			return
+		}
+		var ok bool
+		if c, ok = w.slots.next(time.Now()); !ok {
+			w.metrics.setBusy(int64(w.slots.running()))
+			return
+		}
+	}
+}
+
+// start runs claimed jobs: each free slot gets one, the rest wait in the buffer.
+func (w *Worker) start(jobsCtx context.Context, got []*queue.Job, at time.Time, jobs *sync.WaitGroup) {
+	if len(got) == 0 {
+		return
+	}
+	start := w.slots.place(got, at)
+	if len(start) > 0 {
+		w.metrics.setBusy(int64(w.slots.running()))
+	}
+	for _, c := range start {
+		jobs.Add(1)
+		go w.slot(jobsCtx, c, jobs)
+	}
+}
+
+// handBackStale hands back the buffered jobs that waited too long (all of them once the
+// worker is stopping), uncounted, so another worker or slot runs them at once. It returns
+// when the next buffered job goes stale (zero: none is buffered).
+func (w *Worker) handBackStale(ctx context.Context) time.Time {
+	old, next := w.slots.takeStale(time.Now())
+	if len(old) == 0 {
+		return next
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	for _, c := range old {
+		err := w.client.HandBack(rctx, c.job, 0)
+		switch {
+		case errors.Is(err, queue.ErrLeaseLost):
+		case err != nil:
+			w.jobLog(c.job).LogAttrs(rctx, slog.LevelWarn,
+				"cannot hand back a buffered job; it will be retried after its lease",
+				slog.String("error", err.Error()))
+		}
+	}
+	return next
+}
+
+// jobLog returns the worker's logger with a job's attributes. Built only when something is
+// logged: the happy path of a job logs nothing unless Debug is enabled.
+func (w *Worker) jobLog(job *queue.Job) *slog.Logger {
+	return w.log.With(slog.String(attrJobID, job.ID), slog.String(attrJobType, job.Type),
+		slog.String(attrQueue, job.Queue), slog.Int(attrAttempt, job.Attempt))
+}
