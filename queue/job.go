@@ -73,8 +73,9 @@ func decodeJob(queue, id string, h map[string]string) *Job {
 	return j
 }
 
-// decodeFlat decodes a flat field/value array (HGETALL as returned by a script).
-func decodeFlat(queue string, flat []any) *Job {
+// decodeFlat decodes a job's hash given as a flat field/value array (HGETALL as returned
+// by a script).
+func decodeFlat(queue, id string, flat []any) *Job {
 	h := make(map[string]string, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		k, _ := flat[i].(string)
@@ -85,7 +86,7 @@ func decodeFlat(queue string, flat []any) *Job {
 			h[k] = strconv.FormatInt(v, 10)
 		}
 	}
-	return decodeJob(queue, h["id"], h)
+	return decodeJob(queue, id, h)
 }
 
 // joinPayload reassembles a payload the enqueue script stored in 64-byte pieces

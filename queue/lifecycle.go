@@ -56,18 +56,40 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Dura
 	if err != nil {
 		return nil, fmt.Errorf("claim from %s: %w", queue, err)
 	}
-	return decodeClaimed(queue, res)
+	return decodeClaimed(queue, worker, token, res)
 }
 
-// decodeClaimed decodes claim.lua's reply: one flat field/value array per job.
-func decodeClaimed(queue string, res []any) ([]*Job, error) {
-	jobs := make([]*Job, 0, len(res))
-	for _, r := range res {
+// decodeClaimed decodes claim.lua's reply: {now, job, job, ...}, each job its hash as a
+// flat field/value array followed by its ID, attempt and place k in the claim.
+func decodeClaimed(queue, worker, token string, res []any) ([]*Job, error) {
+	if len(res) == 0 {
+		return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+	}
+	now, ok := res[0].(int64)
+	if !ok {
+		return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+	}
+	if len(res) == 1 {
+		return nil, nil
+	}
+	started := time.UnixMilli(now)
+	jobs := make([]*Job, 0, len(res)-1)
+	for _, r := range res[1:] {
 		flat, ok := r.([]any)
-		if !ok {
+		if !ok || len(flat) < 3 {
 			return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
 		}
-		jobs = append(jobs, decodeFlat(queue, flat))
+		tail := flat[len(flat)-3:]
+		id, ok1 := tail[0].(string)
+		attempt, ok2 := tail[1].(int64)
+		k, ok3 := tail[2].(int64)
+		if !ok1 || !ok2 || !ok3 {
+			return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+		}
+		j := decodeFlat(queue, id, flat[:len(flat)-3])
+		j.State, j.Attempt, j.StartedAt, j.Worker = StateActive, int(attempt), started, worker
+		j.Lease = token + ":" + strconv.FormatInt(k, 10)
+		jobs = append(jobs, j)
 	}
 	return jobs, nil
 }
@@ -187,52 +209,31 @@ func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished
 		}
 	}
 	qk := c.keys.queue(queue)
-	var calls []*scriptCall
-	var ack, claim *scriptCall
-	if len(finished) > 0 {
-		args := make([]any, 0, 4+3*len(finished))
-		args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax)
-		for _, f := range finished {
-			args = append(args, f.Job.ID, f.Job.Lease, f.Result)
-		}
-		ack = &scriptCall{script: scripts.Ack, keys: []string{qk.active, qk.done}, args: args}
-		calls = append(calls, ack)
+	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
+	args := make([]any, 0, 8+3*len(finished))
+	args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax, n, ms(lease), worker, token)
+	for _, f := range finished {
+		args = append(args, f.Job.ID, f.Job.Lease, f.Result)
 	}
-	if n > 0 {
-		token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
-		claim = &scriptCall{script: scripts.Claim, keys: []string{qk.ready, qk.active, qk.paused},
-			args: []any{qk.jobPrefix, n, ms(lease), worker, token}}
-		calls = append(calls, claim)
+	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused}, args...).Slice()
+	if err != nil {
+		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, err)
 	}
-	runErr := c.runScripts(ctx, nil, calls)
-	if ack != nil {
-		acked = make([]error, len(finished))
-		codes, err := ack.cmd.Int64Slice()
-		if err == nil && len(codes) != len(finished) {
-			err = errBadReply
-		}
-		for i, f := range finished {
-			switch {
-			case err != nil:
-				acked[i] = fmt.Errorf("ack %s: %w", f.Job.ID, err)
-			case codes[i] == 0:
-				acked[i] = fmt.Errorf("ack %s: %w", f.Job.ID, ErrLeaseLost)
-			}
+	if len(res) < 2 {
+		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
+	}
+	codes, ok := res[0].([]any)
+	if !ok || len(codes) != len(finished) {
+		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
+	}
+	acked = make([]error, len(finished))
+	for i, code := range codes {
+		if code != int64(1) {
+			acked[i] = fmt.Errorf("ack %s: %w", finished[i].Job.ID, ErrLeaseLost)
 		}
 	}
-	if claim != nil {
-		res, err := claim.cmd.Slice()
-		if err != nil {
-			return acked, nil, fmt.Errorf("claim from %s: %w", queue, err)
-		}
-		jobs, err = decodeClaimed(queue, res)
-		if err != nil {
-			return acked, nil, err
-		}
-	} else if runErr != nil {
-		return acked, nil, fmt.Errorf("ack on %s: %w", queue, runErr)
-	}
-	return acked, jobs, nil
+	jobs, err = decodeClaimed(queue, worker, token, res[1:])
+	return acked, jobs, err
 }
 
 // doneRetention is ack.lua's retention argument: 0 deletes done jobs at once.

@@ -87,3 +87,85 @@ local function wake(key, n, token)
   -- LPUSH returns the new length: trim only when tokens piled up (busy workers).
   if redis.call('LPUSH', key, unpack(t)) > 128 then redis.call('LTRIM', key, 0, 127) end
 end
+
+-- ack_jobs moves jobs whose handler succeeded from active to done (ack.lua, ackclaim.lua).
+-- argv[from], argv[from+1], argv[from+2], ... are groups of id, lease token, result.
+-- A done job keeps its hash for retention_ms (<= 0: deleted at once) in the done set,
+-- trimmed to done_max. Returns one integer per group: 1 done, 0 lease lost (nothing
+-- changed for that job). Its first write is a ZREM: see below.
+local function ack_jobs(active, done, prefix, stats, retention, done_max, now, argv, from)
+  local out, finished, held, results = {}, {}, {}, {}
+  for i = from, #argv, 3 do
+    local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep')
+    if argv[i + 1] == '' or job[1] ~= argv[i + 1] then
+      out[#out + 1] = 0
+    else
+      finished[#finished + 1] = argv[i]
+      held[#held + 1] = job
+      results[#results + 1] = argv[i + 2]
+      out[#out + 1] = 1
+    end
+  end
+  if #finished == 0 then return out end
+  -- The first write must free memory, not grow it: Redis at maxmemory (noeviction) refuses a
+  -- script's deny-oom command (HSET, ZADD) only while the script has changed nothing, so
+  -- removing the jobs from active first lets acks through when Redis is full (they free
+  -- memory), instead of leaving the jobs to expire and burn their retries.
+  redis.call('ZREM', active, unpack(finished))
+  local kept = {}
+  for n, id in ipairs(finished) do
+    local key = prefix .. id
+    if held[n][2] then release_held(held[n][2], held[n][3], id) end
+    if retention <= 0 then
+      redis.call('DEL', key)
+    else
+      -- An empty lease matches no token: cheaper than a separate HDEL.
+      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', results[n], 'lease', '')
+      redis.call('PEXPIRE', key, retention)
+      kept[#kept + 1] = now
+      kept[#kept + 1] = id
+    end
+  end
+  if #kept > 0 then
+    redis.call('ZADD', done, unpack(kept))
+    trim(done, prefix, now, retention, done_max, 'done')
+  end
+  count(stats, 'processed', now, #finished)
+  return out
+end
+
+-- claim_jobs moves up to n jobs from ready to active (claim.lua, ackclaim.lua), each under
+-- a lease of lease_ms whose token is token .. ':' .. k (k: the job's place in the RPOP).
+-- Returns one array per claimed job: the job's hash as a flat field/value array (HGETALL,
+-- read before this claim's writes) followed by three values: its ID, its new attempt, k.
+-- Nothing while the queue is paused. The claim also sets state, started_at (now) and
+-- worker, which the caller knows.
+local function claim_jobs(ready, active, paused, prefix, n, lease_ms, worker, token, now)
+  if n <= 0 or redis.call('EXISTS', paused) == 1 then return {} end
+  local ids = redis.call('RPOP', ready, n)
+  if not ids then return {} end
+  local deadline = now + lease_ms
+  local out, leased = {}, {}
+  for k, id in ipairs(ids) do
+    local key = prefix .. id
+    -- One read, one write per job: the hash is read whole (the worker needs it) and the
+    -- attempt is counted from it, instead of EXISTS + HINCRBY + HGETALL.
+    local job = redis.call('HGETALL', key)
+    if #job > 0 then -- a hash that expired or was deleted leaves nothing to run
+      local attempt = 1
+      for i = 1, #job, 2 do
+        if job[i] == 'attempt' then attempt = tonumber(job[i + 1]) + 1 break end
+      end
+      redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', now,
+        'worker', worker, 'lease', token .. ':' .. k)
+      job[#job + 1] = id
+      job[#job + 1] = attempt
+      job[#job + 1] = k
+      out[#out + 1] = job
+      leased[#leased + 1] = deadline
+      leased[#leased + 1] = id
+    end
+  end
+  if #leased > 0 then redis.call('ZADD', active, unpack(leased)) end
+  return out
+end

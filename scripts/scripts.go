@@ -30,6 +30,7 @@ var (
 	Claim     = load("claim.lua")
 	Heartbeat = load("heartbeat.lua")
 	Ack       = load("ack.lua")
+	AckClaim  = load("ackclaim.lua")
 	Fail      = load("fail.lua")
 	HandBack  = load("handback.lua")
 	Reap      = load("reap.lua")
@@ -39,7 +40,7 @@ var (
 )
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
-var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, Fail, HandBack, Reap, Retry, Cancel, Purge}
+var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge}
 
 // Source returns the full text Redis runs for the named file (lib.lua prepended).
 func Source(name string) (string, error) {
