@@ -2,6 +2,8 @@ package queue
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"testing"
 	"time"
 
@@ -93,4 +95,67 @@ func BenchmarkClaimAck100(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkAckClaim is a busy worker's round: acknowledge the batch of jobs that just
+// finished and claim as many new ones. "separate" acks them with concurrent Ack calls
+// (coalesced into one script call) and then calls Claim: two round trips; "combined" is
+// one AckClaim call. Per-job cost: divide ns/op by the batch size, or read jobs/s.
+func BenchmarkAckClaim(b *testing.B) {
+	separate := func(c *Client, held []*Job, n int) ([]*Job, error) {
+		errs := make(chan error, len(held))
+		for _, j := range held {
+			go func() { errs <- c.Ack(ctx, j, nil) }()
+		}
+		for range held {
+			if err := <-errs; err != nil {
+				return nil, err
+			}
+		}
+		return c.Claim(ctx, "default", n, time.Minute, "w")
+	}
+	combined := func(c *Client, held []*Job, n int) ([]*Job, error) {
+		done := make([]Finished, len(held))
+		for i, j := range held {
+			done[i] = Finished{Job: j}
+		}
+		acked, jobs, err := c.AckClaim(ctx, "default", done, n, time.Minute, "w")
+		for _, e := range acked {
+			err = cmp.Or(err, e)
+		}
+		return jobs, err
+	}
+	for _, batch := range []int{10, 100} {
+		for _, v := range []struct {
+			name  string
+			round func(*Client, []*Job, int) ([]*Job, error)
+		}{{"separate", separate}, {"combined", combined}} {
+			b.Run(fmt.Sprintf("batch=%d/%s", batch, v.name), func(b *testing.B) {
+				c := benchClient(b)
+				refill := make([]BatchJob, 2000)
+				for i := range refill {
+					refill[i] = BatchJob{Type: "bench", Payload: payload100}
+				}
+				var held []*Job
+				ready := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					if ready < batch {
+						b.StopTimer()
+						if _, err := c.EnqueueBatch(ctx, refill); err != nil {
+							b.Fatal(err)
+						}
+						ready += len(refill)
+						b.StartTimer()
+					}
+					jobs, err := v.round(c, held, batch)
+					if err != nil || len(jobs) != batch {
+						b.Fatalf("round = %d jobs, %v; want %d", len(jobs), err, batch)
+					}
+					held, ready = jobs, ready-len(jobs)
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+			})
+		}
+	}
 }

@@ -110,11 +110,17 @@ func joinPayload(h map[string]string) []byte {
 }
 
 func atoi(s string) int {
+	if s == "" { // a missing field: no error value to allocate
+		return 0
+	}
 	n, _ := strconv.Atoi(s)
 	return n
 }
 
 func msTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 {
 		return time.Time{}

@@ -65,4 +65,19 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 	if counts := stats[0]; counts.Active != 0 || counts.Done != 10 || counts.Retry != 10 {
 		t.Errorf("after acks and fails on a full Redis: %+v; want 0 active, 10 done, 10 retry", counts)
 	}
+
+	// A worker's combined call: acks first, so its first write frees memory too.
+	_, claimed, err := c.AckClaim(ctx, "default", nil, 2, time.Minute, "w")
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("AckClaim(claim 2) on a full Redis = %d jobs, %v; want 2", len(claimed), err)
+	}
+	acked, next, err := c.AckClaim(ctx, "default",
+		[]Finished{{Job: claimed[0], Result: []byte("ok")}, {Job: claimed[1], Result: []byte("ok")}}, 2, time.Minute, "w")
+	if err != nil || len(next) != 2 || len(acked) != 2 || acked[0] != nil || acked[1] != nil {
+		t.Fatalf("AckClaim(ack 2, claim 2) on a full Redis = acked %v, %d jobs, %v; want both acked, 2 claimed",
+			acked, len(next), err)
+	}
+	if stats, err = c.Stats(ctx); err != nil || stats[0].Done != 12 || stats[0].Active != 2 {
+		t.Errorf("after AckClaim on a full Redis: %+v, %v; want 12 done, 2 active", stats, err)
+	}
 }
