@@ -89,11 +89,21 @@ func (s *slots) want() int {
 	return n
 }
 
-// ahead is the buffer's size while handlers are short: enough to keep every slot fed
-// through one round trip of the fetch loop.
+// ahead is the buffer's size while handlers are short: enough jobs that the slots do
+// not run dry during one round trip of the fetch loop, and large batches (each script
+// call has a fixed cost, in Redis and here), but few enough that a buffered job waits
+// only about a quarter of staleAfter at the average handler time.
 func (s *slots) ahead() int {
-	return s.concurrency
+	most := max(s.concurrency, aheadMin)
+	if s.avg <= 0 {
+		return most
+	}
+	return int(min(int64(most), int64(s.concurrency)*int64(s.staleAfter/4)/int64(s.avg)))
 }
+
+// aheadMin is the buffer's size at low concurrency (while handlers are short): a worker of
+// concurrency 10 claims up to 64 jobs per round trip, not 10.
+const aheadMin = 64
 
 // place gives claimed jobs to free slots and buffers the rest. It returns the jobs to
 // start, one new slot each.
