@@ -133,6 +133,7 @@ func (s *slots) next(now time.Time) (c claimed, ok bool) {
 			return c, true
 		}
 		s.stale = append(s.stale, c)
+		s.slowed()
 		s.signal()
 	}
 	s.busy--
@@ -154,6 +155,12 @@ func (s *slots) timed(took time.Duration) {
 	s.mu.Lock()
 	s.avg += (took - s.avg) / 8
 	s.mu.Unlock()
+}
+
+// slowed stops claiming ahead (until handlers are timed short again) when a buffered job
+// went stale: the average was too optimistic, as handlers still running are not in it.
+func (s *slots) slowed() {
+	s.avg = max(s.avg, s.aheadUntil)
 }
 
 // ack queues a succeeded job's ack for the fetch loop.
@@ -188,6 +195,7 @@ func (s *slots) takeStale(now time.Time) (old []claimed, next time.Time) {
 	for len(s.buffer) > 0 && (s.stopping || now.Sub(s.buffer[0].at) >= s.staleAfter) {
 		old = append(old, s.buffer[0])
 		s.buffer = s.buffer[1:]
+		s.slowed()
 	}
 	if len(s.buffer) > 0 {
 		next = s.buffer[0].at.Add(s.staleAfter)

@@ -1,0 +1,110 @@
+package worker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// blockAfterFast returns a handler that runs "fast" jobs at once and holds "block" jobs
+// until release is closed (or their context ends), and a channel told when a block job
+// starts.
+func blockAfterFast() (h Handler, started <-chan string, release chan struct{}) {
+	st := make(chan string, 16)
+	release = make(chan struct{})
+	h = HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		if j.Type != "block" {
+			return nil
+		}
+		st <- j.ID
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	return h, st, release
+}
+
+// warm runs a few fast jobs so the worker has timed its handlers short and claims ahead.
+func warm(t *testing.T, c *queue.Client) {
+	t.Helper()
+	for range 4 {
+		waitState(t, c, "default", enqueue(t, c, "fast", ""), queue.StateDone, 5*time.Second)
+	}
+}
+
+// enqueueBlockThenFast enqueues, in one batch so one claim takes them together, a job
+// that blocks and n fast jobs queued behind it.
+func enqueueBlockThenFast(t *testing.T, c *queue.Client, n int) (block string, fast []string) {
+	t.Helper()
+	batch := []queue.BatchJob{{Type: "block"}}
+	for range n {
+		batch = append(batch, queue.BatchJob{Type: "fast"})
+	}
+	res, err := c.EnqueueBatch(ctx, batch)
+	if err != nil {
+		t.Fatalf("EnqueueBatch() err = %v", err)
+	}
+	for _, r := range res[1:] {
+		fast = append(fast, r.ID)
+	}
+	return res[0].ID, fast
+}
+
+// A job claimed ahead that waits behind a slow one is handed back, uncounted, well before
+// its lease would expire: another worker runs it meanwhile, at its first attempt.
+func TestBufferedJobsBehindASlowJobAreHandedBack(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	h, started, release := blockAfterFast()
+	defer close(release)
+	// Lease 1s: a buffered job is handed back after 100ms; had it stayed until its lease
+	// expired, the reaper would have counted an attempt.
+	startWorker(t, c, Config{Concurrency: 1, Lease: time.Second, Handler: h})
+	warm(t, c)
+	block, fast := enqueueBlockThenFast(t, c, 5)
+	select {
+	case id := <-started:
+		if id != block {
+			t.Fatalf("started %s, want the block job %s", id, block)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the block job never started")
+	}
+	// The first worker's only slot is held: a second worker must get the fast jobs.
+	startWorker(t, c, Config{Concurrency: 5, Lease: time.Second, Handler: h})
+	for _, id := range fast {
+		if j := waitState(t, c, "default", id, queue.StateDone, 5*time.Second); j.Attempt != 1 {
+			t.Errorf("fast job %s done at attempt %d, want 1 (a hand back does not count)", id, j.Attempt)
+		}
+	}
+	if j, err := c.Get(ctx, "default", block); err != nil || j.State != queue.StateActive || j.Attempt != 1 {
+		t.Errorf("block job = %+v, %v; want still active at attempt 1", j, err)
+	}
+}
+
+// On shutdown the jobs claimed ahead are handed back with the running one: every job is
+// ready again, no attempt counted.
+func TestShutdownHandsBackBufferedJobs(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	h, started, release := blockAfterFast()
+	defer close(release)
+	// A long lease (staleAfter 500ms) and a shutdown right after the start: the fast jobs
+	// are still buffered when the worker stops.
+	stop := startWorker(t, c, Config{Concurrency: 1, Lease: time.Minute, ShutdownTimeout: 50 * time.Millisecond, Handler: h})
+	warm(t, c)
+	block, fast := enqueueBlockThenFast(t, c, 5)
+	<-started
+	stop()
+	for _, id := range append([]string{block}, fast...) {
+		j, err := c.Get(ctx, "default", id)
+		if err != nil || j.State != queue.StateReady || j.Attempt != 0 {
+			t.Errorf("job %s after shutdown = %+v, %v; want ready, attempt 0", id, j, err)
+		}
+	}
+}
