@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobs-dev/jobs/lock"
@@ -27,8 +29,6 @@ type outcome struct {
 	result []byte
 	took   time.Duration // measured on this worker's clock
 	// cause is why the handler's context had ended when it returned (nil: it had not).
-	// Taken then, not later: a handler that failed on its own just before a shutdown
-	// must count as failed, not be handed back as interrupted.
 	cause error
 }
 
@@ -39,7 +39,14 @@ type outcome struct {
 // acks of every slot in one round trip. Any other outcome frees the slot before its own
 // round trip, so the next claim overlaps it: the concurrency limit bounds handlers, not
 // bookkeeping.
-func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept bool) {
+//
+// The handler runs on the caller's goroutine (no goroutine and channel per job). One
+// that has not returned abandonGrace after its context ended is abandoned: a timer
+// settles the attempt as failed, frees the slot and calls jobs.Done for the caller,
+// whose goroutine stays blocked in the handler (it cannot be killed). execute then
+// reports abandoned once the handler returns, if it ever does, and the caller must do
+// nothing more.
+func (w *Worker) execute(jobsCtx context.Context, c claimed, jobs *sync.WaitGroup) (kept, abandoned bool) {
 	job := c.job
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	defer cancel(nil)
@@ -64,7 +71,7 @@ func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept bool) {
 			forget()
 			w.deferExclusive(ctx, job, err)
 			w.slots.release()
-			return false
+			return false, false
 		}
 		// Lost (expired while Redis was unreachable): another worker may start its twin.
 		lk.KeepAlive(func(error) { r.cancel(errLockLost) })
@@ -79,64 +86,68 @@ func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept bool) {
 			}
 		}
 	}
-	o := w.runHandler(ctx, job, timeout)
-	w.slots.timed(o.took)
-	if unlock != nil {
-		unlock()
+	// finish records the outcome; it runs once, on this goroutine or on the abandoning timer.
+	finish := func(o outcome) (kept bool) {
+		w.slots.timed(o.took)
+		if unlock != nil {
+			unlock()
+		}
+		forget()
+		if o.err == nil {
+			w.slots.ack(finished{job: job, result: o.result, took: o.took})
+			return true
+		}
+		w.slots.release()
+		w.metrics.setBusy(int64(w.slots.running()))
+		cause := o.cause
+		switch {
+		case errors.Is(cause, context.DeadlineExceeded):
+			o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
+		case errors.Is(cause, errCancelled):
+			o.err = fmt.Errorf("%w: %w", errCancelled, o.err)
+		}
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+		defer rcancel()
+		w.settle(rctx, job, o, cause)
+		return false
 	}
-	forget()
-	if o.err == nil {
-		w.slots.ack(finished{job: job, result: o.result, took: o.took})
-		return true
-	}
-	w.slots.release()
-	w.metrics.setBusy(int64(w.slots.running()))
-	cause := o.cause
-	switch {
-	case errors.Is(cause, context.DeadlineExceeded):
-		o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
-	case errors.Is(cause, errCancelled):
-		o.err = fmt.Errorf("%w: %w", errCancelled, o.err)
-	}
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
-	defer rcancel()
-	w.settle(rctx, job, o, cause)
-	return false
-}
 
-// runHandler runs the handler under the job's timeout. A handler that does not return
-// within abandonGrace of its context ending is abandoned (its goroutine cannot be killed)
-// and the attempt counts as failed.
-func (w *Worker) runHandler(ctx context.Context, job *queue.Job, timeout time.Duration) (o outcome) {
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	tctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	defer cancelTimeout()
 	var result []byte
 	hctx := context.WithValue(tctx, resultKey{}, &result)
-
-	done := make(chan outcome, 1)
+	var taken atomic.Bool // the outcome is taken: by the handler's return or by abandonment
 	began := time.Now()
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				done <- outcome{err: &panicError{value: v, stack: debug.Stack()}, cause: context.Cause(tctx)}
+	stopWatch := context.AfterFunc(tctx, func() {
+		time.AfterFunc(abandonGrace, func() {
+			if !taken.CompareAndSwap(false, true) {
+				return
 			}
-		}()
-		err := w.cfg.Handler.Process(hctx, job)
-		done <- outcome{err: err, result: result, cause: context.Cause(tctx)}
-	}()
-
-	select {
-	case o = <-done:
-	case <-tctx.Done():
-		select {
-		case o = <-done:
-		case <-time.After(abandonGrace):
-			o.err = fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace)
-			o.cause = context.Cause(tctx)
-		}
+			finish(outcome{
+				err:   fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace),
+				cause: context.Cause(tctx), took: time.Since(began)})
+			jobs.Done()
+		})
+	})
+	err := w.call(hctx, job)
+	// The cause is taken now, not later: a handler that failed on its own just before a
+	// shutdown must count as failed, not be handed back as interrupted.
+	o := outcome{err: err, result: result, cause: context.Cause(tctx), took: time.Since(began)}
+	stopWatch()
+	if !taken.CompareAndSwap(false, true) {
+		return false, true
 	}
-	o.took = time.Since(began)
-	return o
+	return finish(o), false
+}
+
+// call runs the handler, turning a panic into a failure with its stack.
+func (w *Worker) call(ctx context.Context, job *queue.Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return w.cfg.Handler.Process(ctx, job)
 }
 
 // ExclusiveRetryDelay is about how long an exclusive job whose lock is held waits before

@@ -219,14 +219,18 @@ func (s *slots) running() int {
 // slot runs c, then the buffered jobs that follow it, until the buffer is empty or a job
 // fails (the slot then records the failure itself and ends).
 func (w *Worker) slot(jobsCtx context.Context, c claimed, jobs *sync.WaitGroup) {
-	defer jobs.Done()
 	for {
-		if !w.execute(jobsCtx, c) {
-			return
+		kept, abandoned := w.execute(jobsCtx, c, jobs)
+		if abandoned {
+			return // its slot was freed and jobs.Done called when it was abandoned
 		}
 		var ok bool
-		if c, ok = w.slots.next(time.Now()); !ok {
+		if kept {
+			c, ok = w.slots.next(time.Now())
+		}
+		if !ok {
 			w.metrics.setBusy(int64(w.slots.running()))
+			jobs.Done()
 			return
 		}
 	}

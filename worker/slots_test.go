@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +107,35 @@ func TestShutdownHandsBackBufferedJobs(t *testing.T) {
 		if err != nil || j.State != queue.StateReady || j.Attempt != 0 {
 			t.Errorf("job %s after shutdown = %+v, %v; want ready, attempt 0", id, j, err)
 		}
+	}
+}
+
+// A handler that ignores its context is abandoned abandonGrace after its timeout: the
+// attempt fails, its slot runs the next job, and the worker still stops, while the
+// handler's goroutine stays blocked.
+func TestHandlerIgnoringItsContextIsAbandoned(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	stop := startWorker(t, c, Config{Concurrency: 1, Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		if j.Type == "stuck" {
+			<-stuck // never looks at ctx
+		}
+		return nil
+	})})
+	id := enqueue(t, c, "stuck", "", queue.Timeout(100*time.Millisecond), queue.MaxRetry(0))
+	next := enqueue(t, c, "fast", "")
+	j := waitState(t, c, "default", id, queue.StateDead, abandonGrace+5*time.Second)
+	if !strings.Contains(j.LastError, "handler abandoned") || !strings.Contains(j.LastError, "timeout after 100ms") {
+		t.Errorf("abandoned job last_error = %q, want the abandonment and the timeout", j.LastError)
+	}
+	waitState(t, c, "default", next, queue.StateDone, 5*time.Second) // the only slot is free again
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return while an abandoned handler is still blocked")
 	}
 }
