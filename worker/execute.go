@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jobs-dev/jobs/lock"
@@ -40,35 +39,32 @@ type outcome struct {
 // round trip, so the next claim overlaps it: the concurrency limit bounds handlers, not
 // bookkeeping.
 //
-// The handler runs on the caller's goroutine (no goroutine and channel per job). One
-// that has not returned abandonGrace after its context ended is abandoned: a timer
-// settles the attempt as failed, frees the slot and calls jobs.Done for the caller,
-// whose goroutine stays blocked in the handler (it cannot be killed). execute then
-// reports abandoned once the handler returns, if it ever does, and the caller must do
-// nothing more.
-func (w *Worker) execute(jobsCtx context.Context, c claimed, jobs *sync.WaitGroup) (kept, abandoned bool) {
+// The handler runs on the caller's goroutine: no goroutine, channel or timer per job
+// besides the timeout's. One that has not returned abandonGrace after its context ended
+// is abandoned by watchLoop, which settles the attempt as failed, frees the slot and
+// calls jobs.Done for the caller, whose goroutine stays blocked in the handler (it cannot
+// be killed). execute then reports abandoned once the handler returns, if it ever does,
+// and the caller must do nothing more.
+func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept, abandoned bool) {
 	job := c.job
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	defer cancel(nil)
-	// The lease began when the claim was sent: a heartbeat renews it from then.
-	r := &run{job: job, cancel: cancel, renewed: c.at}
-	w.mu.Lock()
-	w.running[job.Lease] = r
-	w.mu.Unlock()
-	forget := func() {
-		w.mu.Lock()
-		delete(w.running, job.Lease)
-		w.mu.Unlock()
-	}
 	timeout := job.Timeout
 	if timeout <= 0 {
 		timeout = queue.DefaultTimeout
 	}
-	var unlock func()
+	tctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	defer cancelTimeout()
+	// The lease began when the claim was sent: a heartbeat renews it from then.
+	r := &run{job: job, cancel: cancel, renewed: c.at, ctx: tctx, timeout: timeout, began: time.Now()}
+	w.mu.Lock()
+	w.running[job.Lease] = r
+	w.mu.Unlock()
 	if job.Exclusive != "" {
 		lk, err := w.locker.TryLock(ctx, w.client.ExclusiveLock(job.Exclusive), 2*w.cfg.Lease)
 		if err != nil {
-			forget()
+			r.taken.Store(true)
+			w.forget(r)
 			w.deferExclusive(ctx, job, err)
 			w.slots.release()
 			return false, false
@@ -77,7 +73,7 @@ func (w *Worker) execute(jobsCtx context.Context, c claimed, jobs *sync.WaitGrou
 		lk.KeepAlive(func(error) { r.cancel(errLockLost) })
 		// Exclusivity is about handlers: the lock goes as soon as this one returns, before
 		// its outcome is recorded, so the next job of the key can start.
-		unlock = func() {
+		unlock := func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 			defer cancel()
 			if err := lk.Release(rctx); err != nil && !errors.Is(err, lock.ErrLost) {
@@ -85,59 +81,92 @@ func (w *Worker) execute(jobsCtx context.Context, c claimed, jobs *sync.WaitGrou
 					slog.String("error", err.Error()))
 			}
 		}
+		w.mu.Lock() // watchLoop may read it
+		r.unlock = unlock
+		w.mu.Unlock()
 	}
-	// finish records the outcome; it runs once, on this goroutine or on the abandoning timer.
-	finish := func(o outcome) (kept bool) {
-		w.slots.timed(o.took)
-		if unlock != nil {
-			unlock()
-		}
-		forget()
-		if o.err == nil {
-			w.slots.ack(finished{job: job, result: o.result, took: o.took})
-			return true
-		}
-		w.slots.release()
-		w.metrics.setBusy(int64(w.slots.running()))
-		cause := o.cause
-		switch {
-		case errors.Is(cause, context.DeadlineExceeded):
-			o.err = fmt.Errorf("timeout after %s: %w", timeout, o.err)
-		case errors.Is(cause, errCancelled):
-			o.err = fmt.Errorf("%w: %w", errCancelled, o.err)
-		}
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
-		defer rcancel()
-		w.settle(rctx, job, o, cause)
-		return false
-	}
-
-	tctx, cancelTimeout := context.WithTimeout(ctx, timeout)
-	defer cancelTimeout()
 	var result []byte
 	hctx := context.WithValue(tctx, resultKey{}, &result)
-	var taken atomic.Bool // the outcome is taken: by the handler's return or by abandonment
 	began := time.Now()
-	stopWatch := context.AfterFunc(tctx, func() {
-		time.AfterFunc(abandonGrace, func() {
-			if !taken.CompareAndSwap(false, true) {
-				return
-			}
-			finish(outcome{
-				err:   fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace),
-				cause: context.Cause(tctx), took: time.Since(began)})
-			jobs.Done()
-		})
-	})
 	err := w.call(hctx, job)
 	// The cause is taken now, not later: a handler that failed on its own just before a
 	// shutdown must count as failed, not be handed back as interrupted.
 	o := outcome{err: err, result: result, cause: context.Cause(tctx), took: time.Since(began)}
-	stopWatch()
-	if !taken.CompareAndSwap(false, true) {
+	if !r.taken.CompareAndSwap(false, true) {
 		return false, true
 	}
-	return finish(o), false
+	return w.finish(r, o), false
+}
+
+// finish records an attempt's outcome, on the slot's goroutine or, for an abandoned
+// handler, on watchLoop's.
+func (w *Worker) finish(r *run, o outcome) (kept bool) {
+	job := r.job
+	w.slots.timed(o.took)
+	if r.unlock != nil {
+		r.unlock()
+	}
+	w.forget(r)
+	if o.err == nil {
+		w.slots.ack(finished{job: job, result: o.result, took: o.took})
+		return true
+	}
+	w.slots.release()
+	w.metrics.setBusy(int64(w.slots.running()))
+	cause := o.cause
+	switch {
+	case errors.Is(cause, context.DeadlineExceeded):
+		o.err = fmt.Errorf("timeout after %s: %w", r.timeout, o.err)
+	case errors.Is(cause, errCancelled):
+		o.err = fmt.Errorf("%w: %w", errCancelled, o.err)
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(r.ctx), reportTimeout)
+	defer rcancel()
+	w.settle(rctx, job, o, cause)
+	return false
+}
+
+func (w *Worker) forget(r *run) {
+	w.mu.Lock()
+	delete(w.running, r.job.Lease)
+	w.mu.Unlock()
+}
+
+// watchLoop abandons handlers that have not returned abandonGrace after their context
+// ended (timeout, lost lease, cancel, shutdown), so one stuck handler cannot hold a slot
+// or a shutdown forever. One loop for all jobs, checking twice a second, instead of a
+// timer per job.
+func (w *Worker) watchLoop(ctx context.Context, jobs *sync.WaitGroup) {
+	t := time.NewTicker(abandonGrace / 10)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var stuck []*run
+		w.mu.Lock()
+		for _, r := range w.running {
+			switch {
+			case r.ctx.Err() == nil:
+			case r.ended.IsZero():
+				r.ended = now
+			case now.Sub(r.ended) >= abandonGrace && r.taken.CompareAndSwap(false, true):
+				stuck = append(stuck, r)
+			}
+		}
+		w.mu.Unlock()
+		for _, r := range stuck {
+			go func() {
+				defer jobs.Done()
+				w.finish(r, outcome{
+					err:   fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace),
+					cause: context.Cause(r.ctx), took: time.Since(r.began)})
+			}()
+		}
+	}
 }
 
 // call runs the handler, turning a panic into a failure with its stack.

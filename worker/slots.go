@@ -220,7 +220,7 @@ func (s *slots) running() int {
 // fails (the slot then records the failure itself and ends).
 func (w *Worker) slot(jobsCtx context.Context, c claimed, jobs *sync.WaitGroup) {
 	for {
-		kept, abandoned := w.execute(jobsCtx, c, jobs)
+		kept, abandoned := w.execute(jobsCtx, c)
 		if abandoned {
 			return // its slot was freed and jobs.Done called when it was abandoned
 		}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/ident"
@@ -116,7 +117,13 @@ type Worker struct {
 type run struct {
 	job     *queue.Job
 	cancel  context.CancelCauseFunc
-	renewed time.Time // last time its lease was known good
+	renewed time.Time       // last time its lease was known good (under Worker.mu)
+	ctx     context.Context // the handler's: ends at the timeout or with cancel
+	began   time.Time
+	timeout time.Duration
+	unlock  func()      // releases an exclusive job's lock; nil for other jobs
+	ended   time.Time   // when watchLoop first saw ctx ended (under Worker.mu)
+	taken   atomic.Bool // the outcome is taken: by the handler's return or by abandonment
 }
 
 // New returns a Worker; it does nothing until Run.
@@ -162,6 +169,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); w.watchLoop(hbCtx, &jobs) }()
 
 	w.fetchLoop(ctx, jobsCtx, &jobs)
 
@@ -192,6 +201,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	stopHeartbeat()
 	<-hbDone
+	<-watchDone
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopped")
 	return nil
 }
