@@ -39,8 +39,9 @@ type outcome struct {
 // round trip, so the next claim overlaps it: the concurrency limit bounds handlers, not
 // bookkeeping.
 //
-// The handler runs on the caller's goroutine: no goroutine, channel or timer per job
-// besides the timeout's. One that has not returned abandonGrace after its context ended
+// The handler runs on the caller's goroutine, under a jobCtx: no goroutine, channel or
+// timer per job (deadlineLoop enforces every timeout with one timer). One that has not
+// returned abandonGrace after its context ended
 // is abandoned by watchLoop, which settles the attempt as failed, frees the slot and
 // calls jobs.Done for the caller, whose goroutine stays blocked in the handler (it cannot
 // be killed). execute then reports abandoned once the handler returns, if it ever does,
@@ -53,13 +54,13 @@ func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept, abandoned bo
 	if timeout <= 0 {
 		timeout = queue.DefaultTimeout
 	}
-	tctx, cancelTimeout := context.WithTimeout(ctx, timeout)
-	defer cancelTimeout()
+	began := time.Now()
+	var result []byte
+	hctx := &jobCtx{Context: ctx, deadline: began.Add(timeout), result: &result}
 	// The lease began when the claim was sent: a heartbeat renews it from then.
-	r := &run{job: job, cancel: cancel, renewed: c.at, ctx: tctx, timeout: timeout, began: time.Now()}
-	w.mu.Lock()
-	w.running[job.Lease] = r
-	w.mu.Unlock()
+	r := &run{job: job, cancel: cancel, renewed: c.at, ctx: hctx, deadline: hctx.deadline,
+		timeout: timeout, began: began}
+	w.register(r)
 	if job.Exclusive != "" {
 		lk, err := w.locker.TryLock(ctx, w.client.ExclusiveLock(job.Exclusive), 2*w.cfg.Lease)
 		if err != nil {
@@ -85,13 +86,11 @@ func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept, abandoned bo
 		r.unlock = unlock
 		w.mu.Unlock()
 	}
-	var result []byte
-	hctx := context.WithValue(tctx, resultKey{}, &result)
-	began := time.Now()
+	began = time.Now() // after the lock, if any
 	err := w.call(hctx, job)
 	// The cause is taken now, not later: a handler that failed on its own just before a
 	// shutdown must count as failed, not be handed back as interrupted.
-	o := outcome{err: err, result: result, cause: context.Cause(tctx), took: time.Since(began)}
+	o := outcome{err: err, result: result, cause: context.Cause(hctx), took: time.Since(began)}
 	if !r.taken.CompareAndSwap(false, true) {
 		return false, true
 	}

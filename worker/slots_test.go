@@ -139,3 +139,37 @@ func TestHandlerIgnoringItsContextIsAbandoned(t *testing.T) {
 		t.Fatal("Run did not return while an abandoned handler is still blocked")
 	}
 }
+
+// A handler's context behaves as context.WithTimeout's would, though one timer serves
+// every job: it has the job's deadline, and at the deadline Err and Cause report
+// context.DeadlineExceeded.
+func TestHandlerContextHasTheJobsDeadline(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	type seen struct {
+		left       time.Duration
+		hasDL      bool
+		err, cause error
+	}
+	got := make(chan seen, 1)
+	startWorker(t, c, Config{Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		dl, ok := ctx.Deadline()
+		s := seen{left: time.Until(dl), hasDL: ok}
+		<-ctx.Done()
+		s.err, s.cause = ctx.Err(), context.Cause(ctx)
+		got <- s
+		return ctx.Err()
+	})})
+	enqueue(t, c, "x", "", queue.Timeout(200*time.Millisecond), queue.MaxRetry(0))
+	select {
+	case s := <-got:
+		if !s.hasDL || s.left <= 0 || s.left > 200*time.Millisecond {
+			t.Errorf("ctx.Deadline() = %s from the start, %v; want within the 200ms timeout", s.left, s.hasDL)
+		}
+		if s.err != context.DeadlineExceeded || s.cause != context.DeadlineExceeded {
+			t.Errorf("at the deadline ctx.Err() = %v, Cause = %v; want context.DeadlineExceeded for both", s.err, s.cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context never ended")
+	}
+}

@@ -108,22 +108,27 @@ type Worker struct {
 	queues []string // sorted, for deterministic logs and the wait call
 
 	slots   *slots
-	mu      sync.Mutex
-	running map[string]*run // by lease token: unique per claim, unlike the job ID
-	metrics *metrics        // nil without Config.Registerer
+	metrics *metrics // nil without Config.Registerer
+
+	mu           sync.Mutex
+	running      map[string]*run // by lease token: unique per claim, unlike the job ID
+	stopCause    error           // set once shutdown ran out of time: jobs are cancelled with it
+	deadlines    *time.Timer     // fires at nextDeadline (see deadlineLoop)
+	nextDeadline time.Time       // the earliest deadline of a running job; zero: none
 }
 
 // run is one job being executed.
 type run struct {
-	job     *queue.Job
-	cancel  context.CancelCauseFunc
-	renewed time.Time       // last time its lease was known good (under Worker.mu)
-	ctx     context.Context // the handler's: ends at the timeout or with cancel
-	began   time.Time
-	timeout time.Duration
-	unlock  func()      // releases an exclusive job's lock; nil for other jobs
-	ended   time.Time   // when watchLoop first saw ctx ended (under Worker.mu)
-	taken   atomic.Bool // the outcome is taken: by the handler's return or by abandonment
+	job      *queue.Job
+	cancel   context.CancelCauseFunc
+	renewed  time.Time // last time its lease was known good (under Worker.mu)
+	ctx      *jobCtx   // the handler's: ends at the deadline or with cancel
+	deadline time.Time
+	began    time.Time
+	timeout  time.Duration
+	unlock   func()      // releases an exclusive job's lock; nil for other jobs
+	ended    time.Time   // when watchLoop first saw ctx ended (under Worker.mu)
+	taken    atomic.Bool // the outcome is taken: by the handler's return or by abandonment
 }
 
 // New returns a Worker; it does nothing until Run.
@@ -135,8 +140,9 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{client: client, locker: lock.New(client.Redis()), cfg: cfg, running: map[string]*run{},
+	w := &Worker{client: client, locker: lock.New(client.Redis()), cfg: cfg, running: map[string]*run{}, deadlines: time.NewTimer(time.Hour),
 		slots: newSlots(cfg.Concurrency, cfg.Lease)}
+	w.deadlines.Stop()
 	w.log = cfg.Logger.With(slog.String(attrWorker, cfg.ID))
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)
@@ -161,9 +167,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker started",
 		slog.Any("queues", w.cfg.Queues), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("lease", w.cfg.Lease))
-	// Jobs outlive ctx by up to ShutdownTimeout: they run under their own context.
-	jobsCtx, stopJobs := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer stopJobs(errShutdown)
+	// Jobs outlive ctx by up to ShutdownTimeout: their contexts are cancelled one by one
+	// (stopRuns), not through a shared parent that every job would register with.
+	jobsCtx := context.WithoutCancel(ctx)
 	var jobs sync.WaitGroup
 
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
@@ -171,6 +177,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
 	watchDone := make(chan struct{})
 	go func() { defer close(watchDone); w.watchLoop(hbCtx, &jobs) }()
+	deadlinesDone := make(chan struct{})
+	go func() { defer close(deadlinesDone); w.deadlineLoop(hbCtx) }()
 
 	w.fetchLoop(ctx, jobsCtx, &jobs)
 
@@ -191,7 +199,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-timeout.C:
 			w.log.LogAttrs(ctx, slog.LevelWarn, "shutdown timeout: cancelling and handing back running jobs",
 				slog.Int("running", w.slots.running()))
-			stopJobs(errShutdown)
+			w.stopRuns(errShutdown)
 		}
 		if _, err := w.exchange(ctx, 0); err != nil {
 			w.log.LogAttrs(ctx, slog.LevelError, "Redis call failed while stopping",
@@ -202,6 +210,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopHeartbeat()
 	<-hbDone
 	<-watchDone
+	<-deadlinesDone
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopped")
 	return nil
 }

@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"context"
+	"time"
+)
+
+// jobCtx is a handler's context. It is cancelled with a cause (lease lost, cancelled by
+// an operator, shutdown) like any context.WithCancelCause, and at the job's deadline by
+// the worker's deadlineLoop with cause context.DeadlineExceeded, after which Err reports
+// context.DeadlineExceeded, as a context.WithTimeout would. One timer serves every job
+// of the worker instead of a timer (and a second context) per job.
+//
+// The one difference from context.WithTimeout: a context a handler derives from it sees
+// the job's deadline as a cancellation (its Err is context.Canceled; context.Cause still
+// gives context.DeadlineExceeded).
+type jobCtx struct {
+	context.Context // from context.WithCancelCause
+	deadline        time.Time
+	result          *[]byte // where SetResult stores the result
+}
+
+func (c *jobCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *jobCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+func (c *jobCtx) Value(key any) any {
+	if _, ok := key.(resultKey); ok {
+		return c.result
+	}
+	return c.Context.Value(key)
+}
+
+func (c *jobCtx) String() string { return "worker.jobCtx" }
+
+// register adds r to the running jobs: the heartbeat renews its lease, deadlineLoop
+// cancels it at its deadline, watchLoop abandons it if it ignores that, and a shutdown
+// that ran out of time cancels it.
+func (w *Worker) register(r *run) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running[r.job.Lease] = r
+	if w.stopCause != nil {
+		r.cancel(w.stopCause)
+	}
+	if w.nextDeadline.IsZero() || r.deadline.Before(w.nextDeadline) {
+		w.nextDeadline = r.deadline
+		w.deadlines.Reset(time.Until(r.deadline))
+	}
+}
+
+// stopRuns cancels every running job with cause, and every job that starts from now on.
+func (w *Worker) stopRuns(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopCause = cause
+	for _, r := range w.running {
+		r.cancel(cause)
+	}
+}
+
+// deadlineLoop cancels each running job at its deadline (its timeout after it started),
+// with one timer set to the earliest deadline: jobs of one timeout start in deadline
+// order, so the timer is rarely moved.
+func (w *Worker) deadlineLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.deadlines.C:
+		}
+		now := time.Now()
+		w.mu.Lock()
+		var next time.Time
+		for _, r := range w.running {
+			switch {
+			case !now.Before(r.deadline):
+				r.cancel(context.DeadlineExceeded)
+			case next.IsZero() || r.deadline.Before(next):
+				next = r.deadline
+			}
+		}
+		w.nextDeadline = next
+		if !next.IsZero() {
+			w.deadlines.Reset(next.Sub(now))
+		}
+		w.mu.Unlock()
+	}
+}
