@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -49,64 +50,114 @@ type Job struct {
 // decodeJob builds a Job from its hash fields. Unknown fields are ignored and missing ones
 // stay zero, so hashes written by older or newer versions still decode.
 func decodeJob(queue, id string, h map[string]string) *Job {
-	j := &Job{
-		ID:        id,
-		Queue:     queue,
-		Type:      h["type"],
-		Payload:   joinPayload(h),
-		State:     State(h["state"]),
-		Attempt:   atoi(h["attempt"]),
-		MaxRetry:  atoi(h["max_retry"]),
-		Timeout:   time.Duration(atoi(h["timeout_ms"])) * time.Millisecond,
-		CreatedAt: msTime(h["created_at"]),
-		RunAt:     msTime(h["run_at"]),
-		StartedAt: msTime(h["started_at"]),
-		Worker:    h["worker"],
-		LastError: h["last_error"],
-		Lease:     h["lease"],
-		Exclusive: h["exclusive"],
+	d := jobFields{j: &Job{ID: id, Queue: queue}, nfields: len(h)}
+	for k, v := range h {
+		d.set(k, v)
 	}
-	j.FinishedAt = msTime(h["finished_at"])
-	if r, ok := h["result"]; ok {
-		j.Result = []byte(r)
-	}
-	return j
+	return d.done()
 }
 
 // decodeFlat decodes a job's hash given as a flat field/value array (HGETALL as returned
-// by a script).
+// by a script), as decodeJob does, without building a map: it is the claim's hot path.
 func decodeFlat(queue, id string, flat []any) *Job {
-	h := make(map[string]string, len(flat)/2)
+	d := jobFields{j: &Job{ID: id, Queue: queue}, nfields: len(flat) / 2}
 	for i := 0; i+1 < len(flat); i += 2 {
 		k, _ := flat[i].(string)
 		switch v := flat[i+1].(type) {
 		case string:
-			h[k] = v
+			d.set(k, v)
 		case int64: // a Lua number in the reply
-			h[k] = strconv.FormatInt(v, 10)
+			d.set(k, strconv.FormatInt(v, 10))
 		}
 	}
-	return decodeJob(queue, id, h)
+	return d.done()
 }
 
-// joinPayload reassembles a payload the enqueue script stored in 64-byte pieces
-// (payload, payload+1, payload+2, ...) so the hash stays listpack-encoded.
-func joinPayload(h map[string]string) []byte {
-	first, ok := h["payload"]
-	if !ok {
-		return nil
-	}
-	if _, more := h["payload+1"]; !more {
-		return []byte(first)
-	}
-	b := []byte(first)
-	for n := 1; ; n++ {
-		piece, ok := h["payload+"+strconv.Itoa(n)]
+// jobFields fills a Job from its hash fields, given in any order.
+type jobFields struct {
+	j       *Job
+	nfields int
+	// The payload, stored by enqueue.lua in 64-byte pieces so the hash stays listpack
+	// encoded: pieces[0] is "payload", pieces[n] is "payload+n"; have[n] says whether
+	// that field exists.
+	pieces []string
+	have   []bool
+}
+
+func (d *jobFields) set(k, v string) {
+	j := d.j
+	switch k {
+	case "type":
+		j.Type = v
+	case "state":
+		j.State = State(v)
+	case "attempt":
+		j.Attempt = atoi(v)
+	case "max_retry":
+		j.MaxRetry = atoi(v)
+	case "timeout_ms":
+		j.Timeout = time.Duration(atoi(v)) * time.Millisecond
+	case "created_at":
+		j.CreatedAt = msTime(v)
+	case "run_at":
+		j.RunAt = msTime(v)
+	case "started_at":
+		j.StartedAt = msTime(v)
+	case "finished_at":
+		j.FinishedAt = msTime(v)
+	case "worker":
+		j.Worker = v
+	case "last_error":
+		j.LastError = v
+	case "lease":
+		j.Lease = v
+	case "exclusive":
+		j.Exclusive = v
+	case "result":
+		j.Result = []byte(v)
+	case "payload":
+		d.piece(0, v)
+	default:
+		n, ok := strings.CutPrefix(k, "payload+")
 		if !ok {
-			return b
+			return
 		}
-		b = append(b, piece...)
+		// Pieces past the number of fields cannot continue the run from payload+1, and
+		// only the canonical spelling of a number names a piece.
+		if i, err := strconv.Atoi(n); err == nil && i >= 1 && i < d.nfields && strconv.Itoa(i) == n {
+			d.piece(i, v)
+		}
 	}
+}
+
+func (d *jobFields) piece(i int, v string) {
+	for len(d.pieces) <= i {
+		d.pieces = append(d.pieces, "")
+		d.have = append(d.have, false)
+	}
+	d.pieces[i], d.have[i] = v, true
+}
+
+// done returns the Job with its payload: the pieces joined in order, up to the first
+// missing one (nil when there is no payload field).
+func (d *jobFields) done() *Job {
+	if len(d.have) == 0 || !d.have[0] {
+		return d.j
+	}
+	if len(d.have) == 1 || !d.have[1] {
+		d.j.Payload = []byte(d.pieces[0])
+		return d.j
+	}
+	size := 0
+	for i := 0; i < len(d.have) && d.have[i]; i++ {
+		size += len(d.pieces[i])
+	}
+	b := make([]byte, 0, size)
+	for i := 0; i < len(d.have) && d.have[i]; i++ {
+		b = append(b, d.pieces[i]...)
+	}
+	d.j.Payload = b
+	return d.j
 }
 
 func atoi(s string) int {
