@@ -13,8 +13,8 @@
 //
 // Guarantees:
 //
-//   - At-least-once delivery. A job leaves active only through ack, fail, handback or
-//     reap; a worker that dies mid-job stops renewing its lease and any live worker's Reap
+//   - At-least-once delivery. A job leaves active only through ack (or AckClaim, which
+//     acks a batch and claims the next in one script), fail, handback or reap; a worker that dies mid-job stops renewing its lease and any live worker's Reap
 //     returns the job to retry. Handlers should be idempotent; Job.ID and Job.Attempt help.
 //   - Lease fencing. A claim gives the job a fresh lease token. Heartbeat, Ack, Fail and
 //     HandBack change nothing without the current token (ErrLeaseLost), so a worker whose

@@ -20,8 +20,9 @@ import (
 // Redis's clock (milliseconds only, maybe on another host) and the untimed pre-enqueue.
 //
 // Completion is "N handler calls, and the last C jobs to start acknowledged" (their
-// hashes gone, as done jobs are deleted at once): a slot frees only once its job is
-// acknowledged, so those are the acknowledgements still outstanding. The worker's
+// hashes gone, as done jobs are deleted at once): no-op handlers return in about the order
+// they start, and the worker sends acks in the order handlers return, so these are the
+// acknowledgements still outstanding. The worker's
 // graceful stop, which waits for every acknowledgement, is not timed: an idle worker may
 // take up to queue.MaxWait to notice it should stop.
 func (b *bench) process(ctx context.Context) (Record, error) {
