@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +172,40 @@ func TestHandlerContextHasTheJobsDeadline(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context never ended")
+	}
+}
+
+// An idle worker wakes on its own timer for delayed jobs, not at the end of its blocking
+// wait (queue.MaxWait, 1s): a regression here shows as lateness of hundreds of ms.
+func TestIdleWorkerStartsDelayedJobsOnTime(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	started := make(chan time.Time, 8)
+	startWorker(t, c, Config{Handler: HandlerFunc(func(context.Context, *queue.Job) error {
+		started <- time.Now()
+		return nil
+	})})
+	time.Sleep(50 * time.Millisecond) // let the worker go idle
+	base := time.Now()
+	var due []time.Time
+	for i := range 5 {
+		at := base.Add(time.Duration(300+170*i) * time.Millisecond)
+		due = append(due, at)
+		enqueue(t, c, "later", "", queue.At(at))
+	}
+	var late []time.Duration
+	for i := range due {
+		select {
+		case at := <-started:
+			late = append(late, at.Sub(due[i]))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("delayed job %d never ran", i)
+		}
+	}
+	slices.Sort(late)
+	// Loose for a loaded machine (typical lateness is a few ms), tight enough to catch a
+	// worker that waits for its blocking wait to time out.
+	if median := late[len(late)/2]; median > 200*time.Millisecond {
+		t.Errorf("median lateness %s of %v, want well under queue.MaxWait", median, late)
 	}
 }

@@ -269,9 +269,9 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			waiting = make(chan wakeup, 1)
 			go w.wait(ctx, waiting)
 		}
-		wakeAt := nextStale
-		if idle {
-			wakeAt = minTime(minTime(nextPromote, nextReap), wakeAt)
+		wakeAt := nextStale // zero: nothing buffered
+		if idle && (wakeAt.IsZero() || minTime(nextPromote, nextReap).Before(wakeAt)) {
+			wakeAt = minTime(nextPromote, nextReap)
 		}
 		var timerC <-chan time.Time
 		if !wakeAt.IsZero() {
