@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobs-dev/jobs/queue"
@@ -49,9 +50,15 @@ type slots struct {
 	buffer   []claimed // claimed ahead, oldest first
 	stale    []claimed // buffered jobs a slot found stale, to hand back
 	acks     []finished
+	reserved int  // jobs being claimed by a call in flight (see reserve)
 	stopping bool // no buffered job may start any more
 	avg      time.Duration
-	freed    chan struct{} // (buffered 1) a slot came free, an ack or a stale job waits
+	// freed and help (each buffered 1) wake the fetch loop and the help loop: a slot came
+	// free, an ack or a stale job waits.
+	freed, help chan struct{}
+	// dry is set while the fetch loop found nothing to claim and waits to be woken: the
+	// help loop then only carries acks.
+	dry atomic.Bool
 }
 
 func newSlots(concurrency int, lease time.Duration) *slots {
@@ -64,6 +71,7 @@ func newSlots(concurrency int, lease time.Duration) *slots {
 		// long jobs never buffers.
 		avg:   until,
 		freed: make(chan struct{}, 1),
+		help:  make(chan struct{}, 1),
 	}
 }
 
@@ -72,20 +80,27 @@ func (s *slots) signal() {
 	case s.freed <- struct{}{}:
 	default:
 	}
+	select {
+	case s.help <- struct{}{}:
+	default:
+	}
 }
 
-// want returns how many jobs to claim: the free slots, plus the buffer's room while
-// handlers are short.
-func (s *slots) want() int {
+// reserve returns how many jobs to claim, the free slots plus the buffer's room while
+// handlers are short, and reserves them for the caller's claim until it places what it
+// got (see place), so the two loops do not both claim for the same room.
+func (s *slots) reserve() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping {
 		return 0
 	}
-	n := s.concurrency - s.busy - len(s.buffer)
+	n := s.concurrency - s.busy - len(s.buffer) - s.reserved
 	if s.avg < s.aheadUntil {
 		n += s.ahead()
 	}
+	n = max(n, 0)
+	s.reserved += n
 	return n
 }
 
@@ -105,11 +120,12 @@ func (s *slots) ahead() int {
 // concurrency 10 claims up to 64 jobs per round trip, not 10.
 const aheadMin = 64
 
-// place gives claimed jobs to free slots and buffers the rest. It returns the jobs to
-// start, one new slot each.
-func (s *slots) place(jobs []*queue.Job, at time.Time) (start []claimed) {
+// place gives claimed jobs to free slots and buffers the rest, ending the reservation
+// of the claim that got them. It returns the jobs to start, one new slot each.
+func (s *slots) place(jobs []*queue.Job, at time.Time, reserved int) (start []claimed) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reserved -= reserved
 	for _, j := range jobs {
 		c := claimed{j, at}
 		if s.busy < s.concurrency && !s.stopping {
@@ -236,12 +252,10 @@ func (w *Worker) slot(jobsCtx context.Context, c claimed, jobs *sync.WaitGroup) 
 	}
 }
 
-// start runs claimed jobs: each free slot gets one, the rest wait in the buffer.
-func (w *Worker) start(jobsCtx context.Context, got []*queue.Job, at time.Time, jobs *sync.WaitGroup) {
-	if len(got) == 0 {
-		return
-	}
-	start := w.slots.place(got, at)
+// start runs claimed jobs: each free slot gets one, the rest wait in the buffer. reserved
+// is what the claim reserved (see slots.reserve).
+func (w *Worker) start(jobsCtx context.Context, got []*queue.Job, at time.Time, reserved int, jobs *sync.WaitGroup) {
+	start := w.slots.place(got, at, reserved)
 	if len(start) > 0 {
 		w.metrics.setBusy(int64(w.slots.running()))
 	}

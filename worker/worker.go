@@ -180,7 +180,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	deadlinesDone := make(chan struct{})
 	go func() { defer close(deadlinesDone); w.deadlineLoop(hbCtx) }()
 
+	helpDone := make(chan struct{})
+	go func() { defer close(helpDone); w.helpLoop(ctx, jobsCtx, &jobs) }()
 	w.fetchLoop(ctx, jobsCtx, &jobs)
+	<-helpDone
 
 	w.slots.stop()
 	w.handBackStale(ctx)
@@ -230,21 +233,23 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 	defer timer.Stop()
 	for ctx.Err() == nil {
 		nextStale := w.handBackStale(ctx)
+		w.slots.dry.Store(idle)
 		want := 0
 		if !idle {
-			want = w.slots.want()
+			want = w.slots.reserve()
 		}
 		if want > 0 || w.slots.hasAcks() {
 			var err error
 			if want > 0 {
 				if err = w.maintain(ctx, time.Now(), &nextPromote, &nextReap); err != nil {
+					w.slots.place(nil, time.Time{}, want)
 					want = 0 // still send the acks
 				}
 			}
 			sent := time.Now()
 			claimed, xerr := w.exchange(ctx, want)
 			// Jobs claimed before an error (from another queue) hold leases: run them.
-			w.start(jobsCtx, claimed, sent, jobs)
+			w.start(jobsCtx, claimed, sent, want, jobs)
 			if err = cmp.Or(err, xerr); err != nil {
 				if ctx.Err() != nil {
 					return
@@ -264,6 +269,7 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 				continue
 			}
 			idle = true
+			w.slots.dry.Store(true)
 		}
 		if idle && waiting == nil {
 			waiting = make(chan wakeup, 1)
@@ -301,6 +307,45 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		case <-ctx.Done():
 		}
 		timer.Stop()
+	}
+}
+
+// helpLoop carries acks and claims beside fetchLoop, so that while one loop's call is in
+// Redis the other can prepare, send or unpack the next: Redis is not left idle while the
+// worker handles a reply, nor the worker while Redis runs a call. It claims only while
+// fetchLoop is not waiting for work, and leaves waiting, promoting, reaping and backing
+// off to fetchLoop.
+func (w *Worker) helpLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
+	for {
+		select {
+		case <-w.slots.help:
+		case <-ctx.Done():
+			return
+		}
+		for ctx.Err() == nil {
+			want := 0
+			if !w.slots.dry.Load() {
+				want = w.slots.reserve()
+			}
+			if want == 0 && !w.slots.hasAcks() {
+				break
+			}
+			sent := time.Now()
+			claimed, err := w.exchange(ctx, want)
+			w.start(jobsCtx, claimed, sent, want, jobs)
+			if want > 0 {
+				// The room this call reserved is free again, or the queue ran dry: fetchLoop,
+				// which may have found no room to claim for, looks again (and on an empty
+				// queue goes to wait for work).
+				select {
+				case w.slots.freed <- struct{}{}:
+				default:
+				}
+			}
+			if err != nil || (want > 0 && len(claimed) == 0) {
+				break // fetchLoop meets the error or the empty queue too, and handles it
+			}
+		}
 	}
 }
 
