@@ -11,18 +11,19 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// How slots, the claim-ahead buffer and the fetch loop share the work:
+// How slots, the claim-ahead buffer and the two carrier loops share the work:
 //
 //   - A slot is a goroutine running handlers, one job after another: when its job
-//     succeeds it posts the ack to the fetch loop and takes the next buffered job itself,
-//     so a busy worker starts jobs without waiting for any round trip. A slot whose job
+//     succeeds it posts the ack for the loops and takes the next buffered job itself, so
+//     a busy worker starts jobs without waiting for any round trip. A slot whose job
 //     failed records the failure itself (rare, and it needs the outcome) and ends.
-//   - The fetch loop carries the acks of all slots and refills them in one script call
-//     per queue (queue.Client.AckClaim): one round trip per batch of completions, not two
-//     per job.
-//   - While handlers are short, the loop claims a few jobs more than there are free
-//     slots and keeps them in the buffer, so a slot that frees finds its next job at
-//     hand. A buffered job is active in Redis (its attempt counted, its lease running),
+//   - The fetch loop and the help loop carry the acks of all slots and refill them, each
+//     round one script call per queue (queue.Client.AckClaim): one round trip per batch
+//     of completions, not two per job. Two loops, so that one's call runs in Redis while
+//     the other's reply is unpacked here; each reserves the room it claims for. Only the
+//     fetch loop waits for work, promotes, reaps and backs off on errors.
+//   - While handlers are short, the loops claim more jobs than there are free slots and
+//     keep them in the buffer, so a slot that frees finds its next job at hand. A buffered job is active in Redis (its attempt counted, its lease running),
 //     so the buffer is kept only while handlers are short, and a buffered job that waited
 //     staleAfter is handed back uncounted, as are all buffered jobs on shutdown.
 
