@@ -374,7 +374,7 @@ type queueKeys struct {
 }
 
 func (k queueKeys) key(name string) string { return k.prefix + ":{" + k.queue + "}:" + name }
-func (k queueKeys) job(id string) string  { return k.key("job:" + id) }
+func (k queueKeys) job(id string) string   { return k.key("job:" + id) }
 
 // stateSets maps each state to the sorted set that holds its jobs (ready is a list).
 var stateSets = map[queue.State]string{
