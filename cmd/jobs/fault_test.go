@@ -288,10 +288,14 @@ func (p *proxy) pipe(src, dst net.Conn, request bool) {
 			flowing := p.flowing
 			p.mu.Unlock()
 			<-flowing // a stalled proxy holds what it read until it resumes (or is closed)
+			cut := request && p.cutRequest(buf[:n])
+			if cut {
+				src.Close() // before Redis can answer: the client never sees the reply
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
-			if request && p.cutRequest(buf[:n]) {
+			if cut {
 				// Let Redis read the request before the reset reaches it: the command must run.
 				time.Sleep(20 * time.Millisecond)
 				return
@@ -303,11 +307,27 @@ func (p *proxy) pipe(src, dst net.Conn, request bool) {
 	}
 }
 
+// cutAfterRequest makes the proxy cut the next connection whose request contains b
+// (case-insensitive: go-redis sends command names in lower case), right after forwarding
+// that request.
+func (p *proxy) cutAfterRequest(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutAfter = b
+}
+
+// cutCount is how many connections cutAfterRequest cut.
+func (p *proxy) cutCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cuts
+}
+
 // cutRequest reports whether this request should be the one cut after forwarding.
 func (p *proxy) cutRequest(req []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cutAfter == nil || !bytes.Contains(req, p.cutAfter) {
+	if p.cutAfter == nil || !bytes.Contains(bytes.ToUpper(req), bytes.ToUpper(p.cutAfter)) {
 		return false
 	}
 	p.cutAfter = nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -238,4 +239,73 @@ func TestLateAckIsRefused(t *testing.T) {
 	}
 	t.Logf("FIGURES fencing: A stalled; B reclaimed the job %s later; A's late ack refused %s after the stall; "+
 		"last_error %q; A logged: %s", reclaimed.Round(time.Millisecond), refused.Round(time.Millisecond), j.LastError, line)
+}
+
+// TestEnqueueReplyLost shows what a caller of Client.Enqueue sees when the connection
+// breaks after Redis ran the enqueue script but before its reply arrived: go-redis sends
+// the command again on a new connection (Options.MaxRetries; 0 means its default of 3,
+// only -1 turns it off, and the CLI uses 1), so the script runs twice. It pins today's
+// behaviour, which RELIABILITY.md describes; a fix changes this test and that text:
+//   - a generated ID: no error, but the ID is twice in ready, so two claims run the job
+//     twice (at-least-once holds; a second ack is possible, see RELIABILITY.md);
+//   - the caller's own ID (queue.ID): queue.ErrDuplicate for the caller's own job;
+//   - retries off (-1): the caller gets the network error, and the job exists anyway.
+func TestEnqueueReplyLost(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		maxRetries int
+		own        bool
+	}{
+		{"generated ID, go-redis default retries", 0, false},
+		{"own ID, go-redis default retries", 0, true},
+		{"generated ID, no retries", -1, false},
+	} {
+		prefix := redistest.Prefix(t)
+		k := queueKeys{prefix, queue.DefaultQueue}
+		p := newProxy(t, srv.Addr)
+		c := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: tc.maxRetries})
+		t.Cleanup(func() { c.Close() })
+		client, _ := queue.NewClient(c, queue.Config{Prefix: prefix})
+		if _, err := client.Enqueue(ctx, "warm-up", nil); err != nil { // loads the script: the cut hits EVALSHA
+			t.Fatal(err)
+		}
+		rdb.Del(ctx, k.key("ready"))
+		p.cutAfterRequest([]byte("EVALSHA"))
+		var opts []queue.Option
+		if tc.own {
+			opts = append(opts, queue.ID("mine"))
+		}
+		id, err := client.Enqueue(ctx, "t", nil, opts...)
+		ready := rdb.LRange(ctx, k.key("ready"), 0, -1).Val()
+		t.Logf("FIGURES reply lost, %s: Enqueue returned %q, error %v; ready list %v", tc.name, id, err, ready)
+		if n := p.cutCount(); n != 1 {
+			t.Fatalf("%s: the proxy cut %d connections, want 1", tc.name, n)
+		}
+		switch {
+		case tc.own:
+			if !errors.Is(err, queue.ErrDuplicate) || len(ready) != 1 || ready[0] != "mine" {
+				t.Errorf("%s: err %v, ready %v; want ErrDuplicate for the caller's own job, once in ready", tc.name, err, ready)
+			}
+		case tc.maxRetries < 0:
+			if err == nil || len(ready) != 1 {
+				t.Errorf("%s: err %v, ready %v; want a network error and the job in ready once", tc.name, err, ready)
+			}
+		default:
+			if err != nil || len(ready) != 2 || ready[0] != id || ready[1] != id {
+				t.Errorf("%s: err %v, ready %v; want no error and the ID twice in ready", tc.name, err, ready)
+			}
+			// The duplicate entry is a second run: claims do not check the job's state.
+			first, _ := client.Claim(ctx, queue.DefaultQueue, 1, time.Minute, "w1")
+			second, _ := client.Claim(ctx, queue.DefaultQueue, 1, time.Minute, "w2")
+			if len(first) != 1 || len(second) != 1 || first[0].ID != id || second[0].ID != id {
+				t.Errorf("%s: claims %v then %v; want the job claimed twice", tc.name, first, second)
+			} else if err := client.Ack(ctx, first[0], nil); !errors.Is(err, queue.ErrLeaseLost) {
+				t.Errorf("%s: first claim's ack: %v; want ErrLeaseLost (the second claim took the lease)", tc.name, err)
+			}
+		}
+	}
 }
