@@ -110,7 +110,7 @@ func testRedisRestart(t *testing.T, fsync string) {
 	waitFor(t, 20*time.Second, "enqueues and jobs resume after the restart", func() bool {
 		if enqueueBack == 0 {
 			mu.Lock()
-			if a := acked[len(acked)-1]; a.at.After(restarted) {
+			if len(acked) > 0 && acked[len(acked)-1].at.After(restarted) {
 				for _, a := range acked {
 					if a.at.After(restarted) {
 						enqueueBack = a.at.Sub(restarted)
