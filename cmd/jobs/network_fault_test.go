@@ -98,7 +98,7 @@ func TestNetworkCutAndStall(t *testing.T) {
 	healed := time.Now()
 	waitFor(t, 15*time.Second, "the jobs running in the stall come back", cameBack(held))
 	afterStall := time.Since(healed)
-	// Reaped jobs queue again behind the backlog: measure when they are done, meanwhile.
+	// Reaped jobs go to the head of ready, ahead of the backlog: measure when they are done.
 	stallDone := make(chan time.Duration, 1)
 	go func(ids []string) {
 		for deadline := time.Now().Add(60 * time.Second); len(ids) > 0 && time.Now().Before(deadline); {
@@ -177,7 +177,7 @@ func TestNetworkCutAndStall(t *testing.T) {
 	}
 	t.Logf("FIGURES network: %d jobs, 3 workers behind proxies, lease 1s, in %s: lost 0, stuck in active 0, "+
 		"acks %d, runs repeated %d; late acks refused by Redis %d, outcomes dropped by a worker that knew its lease was lost %d; "+
-		"jobs running at the cut back (acked or reaped) %s after it; jobs running in a 2.5s stall of all workers back %s after the heal and done %s after it (behind the backlog); "+
+		"jobs running at the cut back (acked or reaped) %s after it; jobs running in a 2.5s stall of all workers back %s after the heal and done %s after it; "+
 		"%d jobs of the one worker stalled for 4s back %s after the stall began, and that worker finishing jobs again %s after the heal",
 		n, elapsed.Round(100*time.Millisecond), acks(ctx, rdb, k), dups, refused, dropped,
 		afterCut.Round(time.Millisecond), afterStall.Round(time.Millisecond), stallAllDone.Round(time.Millisecond), len(held), takenOver.Round(time.Millisecond),
