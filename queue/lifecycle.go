@@ -194,8 +194,10 @@ type Finished struct {
 // ready jobs from it, as Claim does, in one round trip: a worker whose slots free up
 // reports the jobs that freed them and refills the slots at once. acked has one entry per
 // finished job: nil when it is done, ErrLeaseLost when its lease was gone (nothing changed
-// for it). A non-nil err means the call failed: the acks may or may not have been applied
-// (their jobs come back after their lease when not), and nothing was claimed.
+// for it). With a non-nil err no job is returned, and acked is nil when the call itself
+// failed: the acks may or may not have been applied then (their jobs come back after
+// their lease when not). Jobs claimed by a call whose reply was lost come back the same
+// way. A job of another queue is refused with ErrInvalid before anything is sent.
 func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished, n int,
 	lease time.Duration, worker string) (acked []error, jobs []*Job, err error) {
 	n = min(max(n, 0), MaxClaim)

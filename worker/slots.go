@@ -220,6 +220,13 @@ func (s *slots) takeStale(now time.Time) (old []claimed, next time.Time) {
 	return old, next
 }
 
+// start undoes stop, for a Worker run again.
+func (s *slots) start() {
+	s.mu.Lock()
+	s.stopping = false
+	s.mu.Unlock()
+}
+
 // stop lets no buffered job start any more.
 func (s *slots) stop() {
 	s.mu.Lock()

@@ -167,6 +167,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker started",
 		slog.Any("queues", w.cfg.Queues), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("lease", w.cfg.Lease))
+	w.slots.start()
+	w.mu.Lock()
+	w.stopCause = nil
+	w.mu.Unlock()
 	// Jobs outlive ctx by up to ShutdownTimeout: their contexts are cancelled one by one
 	// (stopRuns), not through a shared parent that every job would register with.
 	jobsCtx := context.WithoutCancel(ctx)
@@ -435,8 +439,14 @@ func (w *Worker) exchange(ctx context.Context, want int) ([]*queue.Job, error) {
 			fin[i] = queue.Finished{Job: f.job, Result: f.result}
 		}
 		acked, jobs, err := w.client.AckClaim(rctx, q, fin, n, w.cfg.Lease, w.cfg.ID)
-		for i, f := range sent[:len(acked)] {
-			w.acked(rctx, f, acked[i])
+		for i, f := range sent {
+			if acked == nil {
+				// The call failed, maybe before the acks: the job comes back after its
+				// lease if so (at-least-once).
+				w.acked(rctx, f, err)
+			} else {
+				w.acked(rctx, f, acked[i])
+			}
 		}
 		got = append(got, jobs...)
 		if err != nil && firstErr == nil {
