@@ -78,3 +78,29 @@ func TestBatchReportsErrorsPerQueue(t *testing.T) {
 		t.Errorf("failed enqueue left %d job hashes in no list", len(keys))
 	}
 }
+
+// A stale copy of an ID in ready (a command resent after a lost reply can leave one) must
+// not claim the job a second time, neither while it runs nor after it is done.
+func TestClaimSkipsAStaleReadyEntry(t *testing.T) {
+	c := setup(t, Config{})
+	id := mustEnqueue(t, c, "a")
+	qk := c.keys.queue("default")
+	c.rdb.LPush(ctx, qk.ready, id) // the stale copy, claimed after the real entry
+	running := claimOne(t, c, "default", time.Minute, "w1")
+	if again, err := c.Claim(ctx, "default", 10, time.Minute, "w2"); err != nil || len(again) != 0 {
+		t.Fatalf("second claim of a running job = %d jobs, %v; want none", len(again), err)
+	}
+	if err := c.Ack(ctx, running, nil); err != nil {
+		t.Fatalf("Ack of the only run: %v", err)
+	}
+	c.rdb.LPush(ctx, qk.ready, id)
+	if again, _ := c.Claim(ctx, "default", 10, time.Minute, "w2"); len(again) != 0 {
+		t.Fatalf("a done job was claimed again")
+	}
+	if j, _ := c.Get(ctx, "default", id); j.State != StateDone || j.Attempt != 1 {
+		t.Errorf("job after stale entries = %s attempt %d, want done attempt 1", j.State, j.Attempt)
+	}
+	if n := c.rdb.LLen(ctx, qk.ready).Val(); n != 0 {
+		t.Errorf("ready still holds %d stale entries, want them dropped", n)
+	}
+}

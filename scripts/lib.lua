@@ -151,11 +151,16 @@ local function claim_jobs(ready, active, paused, prefix, n, lease_ms, worker, to
     -- One read, one write per job: the hash is read whole (the worker needs it) and the
     -- attempt is counted from it, instead of EXISTS + HINCRBY + HGETALL.
     local job = redis.call('HGETALL', key)
-    if #job > 0 then -- a hash that expired or was deleted leaves nothing to run
-      local attempt = 1
-      for i = 1, #job, 2 do
-        if job[i] == 'attempt' then attempt = tonumber(job[i + 1]) + 1 break end
-      end
+    local attempt, state = 1, nil
+    for i = 1, #job, 2 do
+      local f = job[i]
+      if f == 'attempt' then attempt = tonumber(job[i + 1]) + 1 elseif f == 'state' then state = job[i + 1] end
+    end
+    -- Only a ready job is claimed. A hash that expired or was deleted leaves nothing to run,
+    -- and an entry for a job in another state is stale (a second copy of an ID in ready,
+    -- say from a command resent after a lost reply): running it would run the job twice,
+    -- or take a done job back to active.
+    if state == 'ready' then
       redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', now,
         'worker', worker, 'lease', token .. ':' .. k)
       job[#job + 1] = id
