@@ -33,64 +33,69 @@ local nargs = #ARGV
 
 -- Pass 1 decides every job's outcome with reads only; pass 2 writes. Scripts are not
 -- rolled back on error, so everything that can fail (a wrong-typed list or set, OOM on
--- the first write) is met before any job hash is written.
-local codes, holders = {}, {}
-local write = {} -- write[k]: job k (1-based over the call) is to be written
-local ready_ids, due = {}, {}
+-- the first write) is met before any job hash is written. Tables are made only when a
+-- call needs them: most calls are one job, where they are much of the cost.
 
 -- One EXISTS over every job key of the call: in the common case no job exists, and no
 -- job needs a check of its own.
 local keys = {}
+local n_keys = 0
 local i = 2
 while i <= nargs do
   local step = 2
-  if tonumber(ARGV[i + 7]) > 0 then step = 3 end
+  if ARGV[i + 7] ~= '0' then step = 3 end
   local j = i + 10
   for _ = 1, tonumber(ARGV[i]) do
-    keys[#keys + 1] = prefix .. ARGV[j]
+    n_keys = n_keys + 1
+    keys[n_keys] = prefix .. ARGV[j]
     j = j + step
   end
   i = j
 end
-local some_exist = #keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
+local some_exist = n_keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
 
+-- codes[k] for job k of the call: '1' to write, 'e' a fresh ID that exists (reported '1',
+-- not written), '0' duplicate ID, 'u' unique key held.
+local codes, holders, seen, taken = {}, nil, nil, nil
+local ready_ids, n_ready, due = {}, 0, nil
 local k = 0
-local seen, taken = {}, {} -- within this call: caller-chosen IDs, unique keys taken
 i = 2
 while i <= nargs do
-  local n, unique, fresh = tonumber(ARGV[i]), tonumber(ARGV[i + 7]) > 0, ARGV[i + 9] == '1'
+  local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
   local at = tonumber(ARGV[i + 5])
   local run_at = at
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
   local step = 2
   if unique then step = 3 end
+  if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
+  if unique and not taken then taken = {} end -- unique keys taken in this call
   local j = i + 10
-  for _ = 1, n do
+  for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     local id = ARGV[j]
     local code = '1'
     if (some_exist and redis.call('EXISTS', keys[k]) == 1) or (not fresh and seen[id]) then
-      if not fresh then code = '0' end
-    else
-      if unique then
-        local ukey = ARGV[j + 2]
-        local holder = taken[ukey] or redis.call('GET', ukey)
-        if holder then
-          code = 'u'
-          holders[#holders + 1] = holder
-        else
-          taken[ukey] = id
-        end
+      if fresh then code = 'e' else code = '0' end
+    elseif unique then
+      local ukey = ARGV[j + 2]
+      local holder = taken[ukey] or redis.call('GET', ukey)
+      if holder then
+        code = 'u'
+        holders = holders or {}
+        holders[#holders + 1] = holder
+      else
+        taken[ukey] = id
       end
-      if code == '1' then
-        write[k] = true
-        if not fresh then seen[id] = true end
-        if run_at > now then
-          due[#due + 1] = run_at
-          due[#due + 1] = id
-        else
-          ready_ids[#ready_ids + 1] = id
-        end
+    end
+    if code == '1' then
+      if not fresh then seen[id] = true end
+      if run_at > now then
+        due = due or {}
+        due[#due + 1] = run_at
+        due[#due + 1] = id
+      else
+        n_ready = n_ready + 1
+        ready_ids[n_ready] = id
       end
     end
     codes[k] = code
@@ -99,87 +104,97 @@ while i <= nargs do
   i = j
 end
 
--- The lists and sets first, each write checked: a failure undoes the ones before it.
-local function failed(r) return type(r) == 'table' and r.err ~= nil end
-if #ready_ids > 0 then
+-- The lists and sets first, each write checked (pcall): a failure undoes the ones before
+-- it and is returned.
+if n_ready > 0 then
   local r = redis.pcall('LPUSH', ready, unpack(ready_ids))
-  if failed(r) then return r end
+  if type(r) == 'table' and r.err then return r end
 end
-if #due > 0 then
+if due then
   local r = redis.pcall('ZADD', scheduled, unpack(due))
-  if failed(r) then
-    if #ready_ids > 0 then redis.call('LTRIM', ready, #ready_ids, -1) end
+  if type(r) == 'table' and r.err then
+    if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
     return r
   end
 end
 -- Wake tokens: one 'r' per ready job (at most 64), one 's' if any job was scheduled, so
 -- an idle worker re-plans how long to wait.
-local tokens = {}
-for t = 1, math.min(#ready_ids, 64) do tokens[t] = 'r' end
-if #due > 0 then tokens[#tokens + 1] = 's' end
-if #tokens > 0 then
-  local r = redis.pcall('LPUSH', wakes, unpack(tokens))
-  if failed(r) then
-    if #ready_ids > 0 then redis.call('LTRIM', ready, #ready_ids, -1) end
-    for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
-    return r
-  end
-  -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so
-  -- an enqueue seldom pays for the trim.
-  if r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+local r
+if n_ready == 1 and not due then
+  r = redis.pcall('LPUSH', wakes, 'r')
+elseif n_ready > 0 or due then
+  local tokens = {}
+  for t = 1, math.min(n_ready, 64) do tokens[t] = 'r' end
+  if due then tokens[#tokens + 1] = 's' end
+  r = redis.pcall('LPUSH', wakes, unpack(tokens))
 end
+if type(r) == 'table' and r.err then
+  if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+  if due then
+    for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
+  end
+  return r
+end
+-- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
+-- enqueue seldom pays for the trim.
+if r and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
 
 -- The job hashes. A hash whose values are all <= 64 bytes stays in Redis's compact
 -- listpack encoding (hash-max-listpack-value), about half the memory of the hashtable
 -- one, so a payload of up to 4 KiB is stored in 64-byte pieces: payload, payload+1, ...
 -- The fields a group shares are set once in f; each job fills in the rest.
-local piece = {'payload'}
+local sub = string.sub
 k = 0
 i = 2
 while i <= nargs do
-  local n, unique = tonumber(ARGV[i]), tonumber(ARGV[i + 7]) > 0
+  local unique = ARGV[i + 7] ~= '0'
   local at = tonumber(ARGV[i + 5])
   local run_at = at
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
   -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
   local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
-    'created_at', now}
+    'created_at', now, 'state', 'ready'}
+  local base = 10
   if run_at > now then
-    f[#f + 1] = 'state'; f[#f + 1] = 'scheduled'
-    f[#f + 1] = 'run_at'; f[#f + 1] = run_at
-  else
-    f[#f + 1] = 'state'; f[#f + 1] = 'ready'
+    f[10] = 'scheduled'
+    f[11] = 'run_at'; f[12] = run_at
+    base = 12
   end
-  if ARGV[i + 6] ~= '' then f[#f + 1] = 'exclusive'; f[#f + 1] = ARGV[i + 6] end
-  local ttl, keep = ARGV[i + 7], ARGV[i + 8] == '1'
-  if unique and keep then f[#f + 1] = 'unique_keep'; f[#f + 1] = '1' end
-  local base = #f
-  if unique then f[base + 1] = 'unique_key'; base = base + 2 end
+  if ARGV[i + 6] ~= '' then
+    f[base + 1] = 'exclusive'; f[base + 2] = ARGV[i + 6]
+    base = base + 2
+  end
+  local ttl = ARGV[i + 7]
+  if unique then
+    if ARGV[i + 8] == '1' then
+      f[base + 1] = 'unique_keep'; f[base + 2] = '1'
+      base = base + 2
+    end
+    f[base + 1] = 'unique_key'
+    base = base + 2
+  end
   local step = 2
   if unique then step = 3 end
   local j = i + 10
-  for _ = 1, n do
+  for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
-    if write[k] then
+    if codes[k] == '1' then
       local id = ARGV[j]
       if unique then
         redis.call('SET', ARGV[j + 2], id, 'PX', ttl)
         f[base] = ARGV[j + 2]
       end
       local payload = ARGV[j + 1]
-      local m = base
-      if #payload <= 4096 then
-        f[m + 1] = 'payload'; f[m + 2] = string.sub(payload, 1, 64)
-        m = m + 2
-        for p = 1, math.ceil(#payload / 64) - 1 do
-          local name = piece[p + 1]
-          if not name then name = 'payload+' .. p; piece[p + 1] = name end
-          f[m + 1] = name; f[m + 2] = string.sub(payload, p * 64 + 1, p * 64 + 64)
+      local size = #payload
+      local m = base + 2
+      if size <= 64 or size > 4096 then
+        f[m - 1] = 'payload'; f[m] = payload
+      else
+        f[m - 1] = 'payload'; f[m] = sub(payload, 1, 64)
+        for p = 1, math.ceil(size / 64) - 1 do
+          f[m + 1] = 'payload+' .. p; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
           m = m + 2
         end
-      else
-        f[m + 1] = 'payload'; f[m + 2] = payload
-        m = m + 2
       end
       redis.call('HSET', keys[k], unpack(f, 1, m))
     end
@@ -187,4 +202,7 @@ while i <= nargs do
   end
   i = j
 end
-return {table.concat(codes), unpack(holders)}
+local out = table.concat(codes)
+if some_exist then out = string.gsub(out, 'e', '1') end
+if holders then return {out, unpack(holders)} end
+return {out}
