@@ -144,6 +144,8 @@ if r and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
 -- one, so a payload of up to 4 KiB is stored in 64-byte pieces: payload, payload+1, ...
 -- The fields a group shares are set once in f; each job fills in the rest.
 local sub = string.sub
+-- Numbers given to redis.call are formatted on every call: format the shared ones once.
+local now_s = string.format('%d', now)
 k = 0
 i = 2
 while i <= nargs do
@@ -153,11 +155,11 @@ while i <= nargs do
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
   -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
   local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
-    'created_at', now, 'state', 'ready'}
+    'created_at', now_s, 'state', 'ready'}
   local base = 10
   if run_at > now then
     f[10] = 'scheduled'
-    f[11] = 'run_at'; f[12] = run_at
+    f[11] = 'run_at'; f[12] = string.format('%d', run_at)
     base = 12
   end
   if ARGV[i + 6] ~= '' then
