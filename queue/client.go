@@ -254,11 +254,11 @@ func (c *Client) prepare(job BatchJob, now time.Time) (prepared, error) {
 // group is what the script takes once for a run of jobs that share it (see enqueue.lua):
 // jobs of one group cost two arguments each (three when unique).
 type group struct {
-	typ                       string
-	maxRetry                  int
-	timeout, delay, at, uniqu int64 // ms; at 0 = use delay; uniqu 0 = not unique
-	excl                      string
-	keep, fresh               bool
+	typ                           string
+	maxRetry                      int
+	timeout, delay, at, uniqueTTL int64 // ms; at 0 = use delay; uniqueTTL 0 = not unique
+	excl                          string
+	keep, fresh                   bool
 }
 
 func (p *prepared) group() group {
@@ -268,7 +268,7 @@ func (p *prepared) group() group {
 		g.at = max(p.o.at.UnixMilli(), 1) // 0 means "use delay" to the script
 	}
 	if p.ukey != "" {
-		g.uniqu, g.keep = max(ms(p.o.uniqueTTL), 1), p.o.uniqueKeep
+		g.uniqueTTL, g.keep = max(ms(p.o.uniqueTTL), 1), p.o.uniqueKeep
 	}
 	if p.o.exclusive {
 		g.excl = cmp.Or(p.o.exclKey, p.typ)
@@ -362,7 +362,7 @@ func enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 			}
 			cur, count, at = g, 0, len(args)
 			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
-				g.uniqu, flag(g.keep), flag(g.fresh))
+				g.uniqueTTL, flag(g.keep), flag(g.fresh))
 		}
 		args = append(args, p.id, p.payload)
 		if p.ukey != "" {
