@@ -146,6 +146,7 @@ if r and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
 local sub = string.sub
 -- Numbers given to redis.call are formatted on every call: format the shared ones once.
 local now_s = string.format('%d', now)
+local piece = {} -- piece[p] = 'payload+' .. p, made once per call, not once per job
 k = 0
 i = 2
 while i <= nargs do
@@ -194,7 +195,9 @@ while i <= nargs do
       else
         f[m - 1] = 'payload'; f[m] = sub(payload, 1, 64)
         for p = 1, math.ceil(size / 64) - 1 do
-          f[m + 1] = 'payload+' .. p; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
+          local name = piece[p]
+          if not name then name = 'payload+' .. p; piece[p] = name end
+          f[m + 1] = name; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
           m = m + 2
         end
       end
