@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +117,28 @@ func TestResentEnqueueChangesNothing(t *testing.T) {
 	if err := c.Ack(ctx, claimed, nil); err != nil {
 		t.Errorf("Ack() after the resend err = %v; the lease must be untouched", err)
 	}
+
+	// A call of one job (a single Enqueue) takes a shorter path through the script.
+	for _, opts := range [][]Option{nil, {Delay(time.Hour)}} {
+		one, err := c.prepare(BatchJob{Type: "a", Options: opts}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for send := range 2 {
+			if res, err := c.enqueuePrepared(ctx, []prepared{one}); err != nil || res[0] != (BatchResult{ID: one.id}) {
+				t.Fatalf("send %d of one job %v = %+v, %v; want it enqueued", send, opts, res, err)
+			}
+		}
+		if opts == nil {
+			claimOne(t, c, "default", time.Minute, "w")
+		}
+	}
+	if n := c.rdb.LLen(ctx, qk.ready).Val(); n != 0 {
+		t.Errorf("ready has %d IDs after one job sent twice and claimed, want 0", n)
+	}
+	if n := c.rdb.ZCard(ctx, qk.scheduled).Val(); n != 2 {
+		t.Errorf("scheduled has %d IDs after a delayed job sent twice, want 2 (with the first test's)", n)
+	}
 }
 
 // Redis does not roll back a script that fails midway: a wrong-typed list or set of the
@@ -137,10 +160,14 @@ func TestEnqueueIntoWrongTypedKeysWritesNothing(t *testing.T) {
 		c.rdb.LPush(ctx, qk.ready, "old")
 		c.rdb.ZAdd(ctx, qk.scheduled, redis.Z{Score: 1, Member: "old"})
 		c.rdb.Set(ctx, tc.key, "not a list or set", 0)
-		// Both a due and a delayed job, so the failing key is not the first one written.
+		// Both a due and a delayed job, so the failing key is not the first one written;
+		// then the job alone (a call of one job takes a shorter path through the script).
 		res, err := c.EnqueueBatch(ctx, []BatchJob{{Type: "a"}, {Type: "a", Options: tc.opts}})
 		if err == nil && res[0].Err == nil {
 			t.Errorf("%s: EnqueueBatch() = %+v, want a WRONGTYPE error", tc.name, res)
+		}
+		if _, err := c.Enqueue(ctx, "a", nil, tc.opts...); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("%s: Enqueue() err = %v, want a WRONGTYPE error", tc.name, err)
 		}
 		if keys := c.rdb.Keys(ctx, qk.jobPrefix+"*").Val(); len(keys) != 0 {
 			t.Errorf("%s: failed enqueue left job hashes %v", tc.name, keys)
