@@ -30,128 +30,11 @@ local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
 local now = now_ms()
 local nargs = #ARGV
-local sub = string.sub
--- Numbers given to redis.call are formatted on every call: format the shared ones once.
-local now_s = string.format('%d', now)
 
--- run_at of the group whose header starts at ARGV[i].
-local function due_at(i)
-  local at = tonumber(ARGV[i + 5])
-  if at == 0 then return now + tonumber(ARGV[i + 4]) end
-  return at
-end
-
--- push writes the lists and sets, each write checked (pcall): a failure undoes the ones
--- before it and is returned, so nothing is left written. Scripts are not rolled back on
--- error: this runs before any job hash is written.
-local function push(ready_ids, n_ready, due)
-  if n_ready > 0 then
-    local r = redis.pcall('LPUSH', ready, unpack(ready_ids, 1, n_ready))
-    if type(r) == 'table' and r.err then return r end
-  end
-  if due then
-    local r = redis.pcall('ZADD', scheduled, unpack(due))
-    if type(r) == 'table' and r.err then
-      if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
-      return r
-    end
-  end
-  -- Wake tokens: one 'r' per ready job (at most 64), one 's' if any job was scheduled, so
-  -- an idle worker re-plans how long to wait.
-  local r
-  if n_ready == 1 and not due then
-    r = redis.pcall('LPUSH', wakes, 'r')
-  elseif n_ready == 0 and due then
-    r = redis.pcall('LPUSH', wakes, 's')
-  elseif n_ready > 0 or due then
-    local tokens = {}
-    for t = 1, math.min(n_ready, 64) do tokens[t] = 'r' end
-    if due then tokens[#tokens + 1] = 's' end
-    r = redis.pcall('LPUSH', wakes, unpack(tokens))
-  end
-  if type(r) == 'table' and r.err then
-    if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
-    if due then
-      for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
-    end
-    return r
-  end
-  -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
-  -- enqueue seldom pays for the trim.
-  if r and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
-  return nil
-end
-
--- The job hashes. A hash whose values are all <= 64 bytes stays in Redis's compact
--- listpack encoding (hash-max-listpack-value), about half the memory of the hashtable
--- one, so a payload of up to 4 KiB is stored in 64-byte pieces: payload, payload+1, ...
-
--- fields returns the hash fields that the jobs of the group whose header starts at ARGV[i]
--- share, and the index of the last one; a unique group's ends with 'unique_key' and a
--- slot for each job's key.
-local function fields(i, run_at)
-  -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
-  local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
-    'created_at', now_s, 'state', 'ready'}
-  local m = 10
-  if run_at > now then
-    f[10] = 'scheduled'
-    f[11] = 'run_at'; f[12] = string.format('%d', run_at)
-    m = 12
-  end
-  if ARGV[i + 6] ~= '' then
-    f[m + 1] = 'exclusive'; f[m + 2] = ARGV[i + 6]
-    m = m + 2
-  end
-  if ARGV[i + 7] ~= '0' then
-    if ARGV[i + 8] == '1' then
-      f[m + 1] = 'unique_keep'; f[m + 2] = '1'
-      m = m + 2
-    end
-    f[m + 1] = 'unique_key'
-    m = m + 2
-  end
-  return f, m
-end
-
-local piece = {} -- piece[p] = 'payload+' .. p, made once per call, not once per job
-
--- add_payload puts payload into f after index m and returns the index of the last value.
-local function add_payload(f, m, payload)
-  local size = #payload
-  if size <= 64 or size > 4096 then
-    f[m + 1] = 'payload'; f[m + 2] = payload
-    return m + 2
-  end
-  f[m + 1] = 'payload'; f[m + 2] = sub(payload, 1, 64)
-  m = m + 2
-  for p = 1, math.ceil(size / 64) - 1 do
-    local name = piece[p]
-    if not name then name = 'payload+' .. p; piece[p] = name end
-    f[m + 1] = name; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
-    m = m + 2
-  end
-  return m
-end
-
--- One fresh job that is not unique, what a single Enqueue sends: the general path below
--- gives the same outcome, but its tables and loops are a good part of a one-job call's
--- cost (about 15% of its time measured from the client).
-if nargs == 13 and ARGV[2] == '1' and ARGV[9] == '0' and ARGV[11] == '1' then
-  local id, key = ARGV[12], prefix .. ARGV[12]
-  if redis.call('EXISTS', key) == 1 then return {'1'} end -- this very call, sent again
-  local run_at = due_at(2)
-  local err
-  if run_at > now then err = push(nil, 0, {run_at, id}) else err = push({id}, 1, nil) end
-  if err then return err end
-  local f, m = fields(2, run_at)
-  redis.call('HSET', key, unpack(f, 1, add_payload(f, m, ARGV[13])))
-  return {'1'}
-end
-
--- Pass 1 decides every job's outcome with reads only; pass 2 writes, so everything that
--- can fail (a wrong-typed list or set, OOM on the first write) is met before any job hash
--- is written. Tables are made only when a call needs them.
+-- Pass 1 decides every job's outcome with reads only; pass 2 writes. Scripts are not
+-- rolled back on error, so everything that can fail (a wrong-typed list or set, OOM on
+-- the first write) is met before any job hash is written. Tables are made only when a
+-- call needs them: most calls are one job, where they are much of the cost.
 
 -- One EXISTS over every job key of the call: in the common case no job exists, and no
 -- job needs a check of its own.
@@ -179,7 +62,9 @@ local k = 0
 i = 2
 while i <= nargs do
   local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
-  local run_at = due_at(i)
+  local at = tonumber(ARGV[i + 5])
+  local run_at = at
+  if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
   local step = 2
   if unique then step = 3 end
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
@@ -219,26 +104,104 @@ while i <= nargs do
   i = j
 end
 
-local err = push(ready_ids, n_ready, due)
-if err then return err end
+-- The lists and sets first, each write checked (pcall): a failure undoes the ones before
+-- it and is returned.
+if n_ready > 0 then
+  local r = redis.pcall('LPUSH', ready, unpack(ready_ids))
+  if type(r) == 'table' and r.err then return r end
+end
+if due then
+  local r = redis.pcall('ZADD', scheduled, unpack(due))
+  if type(r) == 'table' and r.err then
+    if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+    return r
+  end
+end
+-- Wake tokens: one 'r' per ready job (at most 64), one 's' if any job was scheduled, so
+-- an idle worker re-plans how long to wait.
+local r
+if n_ready == 1 and not due then
+  r = redis.pcall('LPUSH', wakes, 'r')
+elseif n_ready > 0 or due then
+  local tokens = {}
+  for t = 1, math.min(n_ready, 64) do tokens[t] = 'r' end
+  if due then tokens[#tokens + 1] = 's' end
+  r = redis.pcall('LPUSH', wakes, unpack(tokens))
+end
+if type(r) == 'table' and r.err then
+  if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+  if due then
+    for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
+  end
+  return r
+end
+-- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
+-- enqueue seldom pays for the trim.
+if r and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
 
+-- The job hashes. A hash whose values are all <= 64 bytes stays in Redis's compact
+-- listpack encoding (hash-max-listpack-value), about half the memory of the hashtable
+-- one, so a payload of up to 4 KiB is stored in 64-byte pieces: payload, payload+1, ...
+-- The fields a group shares are set once in f; each job fills in the rest.
+local sub = string.sub
+-- Numbers given to redis.call are formatted on every call: format the shared ones once.
+local now_s = string.format('%d', now)
+local piece = {} -- piece[p] = 'payload+' .. p, made once per call, not once per job
 k = 0
 i = 2
 while i <= nargs do
   local unique = ARGV[i + 7] ~= '0'
-  local f, base = fields(i, due_at(i))
+  local at = tonumber(ARGV[i + 5])
+  local run_at = at
+  if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
+  -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
+  local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
+    'created_at', now_s, 'state', 'ready'}
+  local base = 10
+  if run_at > now then
+    f[10] = 'scheduled'
+    f[11] = 'run_at'; f[12] = string.format('%d', run_at)
+    base = 12
+  end
+  if ARGV[i + 6] ~= '' then
+    f[base + 1] = 'exclusive'; f[base + 2] = ARGV[i + 6]
+    base = base + 2
+  end
   local ttl = ARGV[i + 7]
+  if unique then
+    if ARGV[i + 8] == '1' then
+      f[base + 1] = 'unique_keep'; f[base + 2] = '1'
+      base = base + 2
+    end
+    f[base + 1] = 'unique_key'
+    base = base + 2
+  end
   local step = 2
   if unique then step = 3 end
   local j = i + 10
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then
+      local id = ARGV[j]
       if unique then
-        redis.call('SET', ARGV[j + 2], ARGV[j], 'PX', ttl)
+        redis.call('SET', ARGV[j + 2], id, 'PX', ttl)
         f[base] = ARGV[j + 2]
       end
-      redis.call('HSET', keys[k], unpack(f, 1, add_payload(f, base, ARGV[j + 1])))
+      local payload = ARGV[j + 1]
+      local size = #payload
+      local m = base + 2
+      if size <= 64 or size > 4096 then
+        f[m - 1] = 'payload'; f[m] = payload
+      else
+        f[m - 1] = 'payload'; f[m] = sub(payload, 1, 64)
+        for p = 1, math.ceil(size / 64) - 1 do
+          local name = piece[p]
+          if not name then name = 'payload+' .. p; piece[p] = name end
+          f[m + 1] = name; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
+          m = m + 2
+        end
+      end
+      redis.call('HSET', keys[k], unpack(f, 1, m))
     end
     j = j + step
   end
