@@ -20,7 +20,13 @@ test: ## run every test with the race detector (installs redis-server when missi
 test/short: ## run the tests that need no Redis
 	$(GO) test -short ./...
 
+FUZZTIME ?= 30s
+fuzz: ## run every fuzz target for FUZZTIME each (go test runs their seed corpora in `test`)
+	@for t in cron:FuzzParseEntry queue:FuzzDecodeJob queue:FuzzOptions cmd/jobs:FuzzParseFileJob \
+		cmd/jobs:FuzzRedact internal/shellwords:FuzzSplit; do \
+		echo "--- $${t#*:}"; $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*} || exit 1; done
+
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
-.PHONY: help build demo test test/short bench
+.PHONY: help build demo test test/short fuzz bench

@@ -218,12 +218,12 @@ func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) er
 const ReapLimit = 1000
 
 // Reap finds the queue's jobs whose lease expired (their worker died or lost Redis) and
-// sends each to retry, due at once, or to dead when it has no attempts left; the attempt
-// counts. It returns how many it reaped. Every worker calls it periodically, so a dead
+// puts each back at the head of ready (claimed next: it already waited its turn once), or
+// in dead when it has no attempts left; the attempt counts. It returns how many it reaped. Every worker calls it periodically, so a dead
 // worker's jobs come back within about one lease.
 func (c *Client) Reap(ctx context.Context, queue string) (int, error) {
 	qk := c.keys.queue(queue)
-	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.retry, qk.dead},
+	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake},
 		qk.jobPrefix, qk.stats, ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
 	if err != nil {
 		return 0, fmt.Errorf("reap %s: %w", queue, err)

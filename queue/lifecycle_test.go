@@ -296,13 +296,12 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 		return n == 1
 	})
 	got, _ := c.Get(ctx, "default", id)
-	if got.State != StateRetry || !strings.Contains(got.LastError, "lease expired: worker w1") {
+	if got.State != StateReady || !strings.Contains(got.LastError, "lease expired: worker w1") {
 		t.Fatalf("reaped job = %s %q", got.State, got.LastError)
 	}
 	if lost, _, _ := c.Heartbeat(ctx, "default", time.Second, []*Job{stale}); len(lost) != 1 {
 		t.Errorf("Heartbeat(stale) lost = %v, want [%s]", lost, id)
 	}
-	c.Promote(ctx, "default")
 	fresh := claimOne(t, c, "default", 10*time.Second, "w2")
 	if fresh.ID != id || fresh.Attempt != 2 {
 		t.Fatalf("re-claim = %s attempt %d, want %s attempt 2", fresh.ID, fresh.Attempt, id)
@@ -499,6 +498,29 @@ func TestPayloadRoundTripsAndKeepsTheHashCompact(t *testing.T) {
 		enc := c.rdb.ObjectEncoding(ctx, c.keys.queue(fmt.Sprintf("q%d", size)).job(id)).Val()
 		if size <= 4096 && enc != "listpack" && enc != "ziplist" {
 			t.Errorf("job with a %d-byte payload is %s-encoded, want listpack", size, enc)
+		}
+	}
+}
+
+// A job recovered from a dead worker already waited its turn: it goes to the head of
+// ready, ahead of the backlog that built up behind it, and wakes an idle worker.
+func TestReapedJobIsClaimedBeforeTheBacklog(t *testing.T) {
+	c := setup(t, Config{})
+	id := mustEnqueue(t, c, "a")
+	claimOne(t, c, "default", 20*time.Millisecond, "w1")
+	backlog := []string{mustEnqueue(t, c, "b"), mustEnqueue(t, c, "c")}
+	qk := c.keys.queue("default")
+	c.rdb.Del(ctx, qk.wake)
+	eventually(t, 2*time.Second, "lease reaped", func() bool {
+		n, _ := c.Reap(ctx, "default")
+		return n == 1
+	})
+	if n := c.rdb.LLen(ctx, qk.wake).Val(); n != 1 {
+		t.Errorf("wake tokens after a reap = %d, want 1", n)
+	}
+	for _, want := range append([]string{id}, backlog...) {
+		if j := claimOne(t, c, "default", time.Minute, "w2"); j.ID != want {
+			t.Fatalf("claimed %s, want %s (the reaped job first, then the backlog in order)", j.ID, want)
 		}
 	}
 }

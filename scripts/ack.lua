@@ -17,29 +17,37 @@ local active, done = KEYS[1], KEYS[2]
 local prefix, stats = ARGV[1], ARGV[2]
 local retention, done_max = tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local out, finished, kept = {}, {}, {}
+local out, finished, held, results, kept = {}, {}, {}, {}, {}
 for i = 5, #ARGV, 3 do
-  local id = ARGV[i]
-  local key = prefix .. id
-  local job = redis.call('HMGET', key, 'lease', 'unique_key', 'unique_keep')
+  local job = redis.call('HMGET', prefix .. ARGV[i], 'lease', 'unique_key', 'unique_keep')
   if ARGV[i + 1] == '' or job[1] ~= ARGV[i + 1] then
     table.insert(out, 0)
   else
-    table.insert(finished, id)
-    release_held(job[2], job[3], id)
-    if retention <= 0 then
-      redis.call('DEL', key)
-    else
-      -- An empty lease matches no token: cheaper than a separate HDEL.
-      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', ARGV[i + 2], 'lease', '')
-      redis.call('PEXPIRE', key, retention)
-      table.insert(kept, now)
-      table.insert(kept, id)
-    end
+    table.insert(finished, ARGV[i])
+    table.insert(held, job)
+    table.insert(results, ARGV[i + 2])
     table.insert(out, 1)
   end
 end
-if #finished > 0 then redis.call('ZREM', active, unpack(finished)) end
+if #finished == 0 then return out end
+-- The first write must free memory, not grow it: Redis at maxmemory (noeviction) refuses a
+-- script's deny-oom command (HSET, ZADD) only while the script has changed nothing, so
+-- removing the jobs from active first lets acks through when Redis is full (they free
+-- memory), instead of leaving the jobs to expire and burn their retries.
+redis.call('ZREM', active, unpack(finished))
+for n, id in ipairs(finished) do
+  local key = prefix .. id
+  release_held(held[n][2], held[n][3], id)
+  if retention <= 0 then
+    redis.call('DEL', key)
+  else
+    -- An empty lease matches no token: cheaper than a separate HDEL.
+    redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', results[n], 'lease', '')
+    redis.call('PEXPIRE', key, retention)
+    table.insert(kept, now)
+    table.insert(kept, id)
+  end
+end
 if #kept > 0 then
   redis.call('ZADD', done, unpack(kept))
   trim(done, prefix, now, retention, done_max, 'done')

@@ -13,15 +13,25 @@
 
 local active, prefix, lease_ms = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local deadline = now_ms() + lease_ms
-local lost, cancelled = {}, {}
+local lost, cancelled, renewed, ids = {}, {}, {}, {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local job = redis.call('HMGET', prefix .. id, 'lease', 'cancel')
   if ARGV[i + 1] ~= '' and job[1] == ARGV[i + 1] then
-    redis.call('ZADD', active, 'XX', deadline, id)
+    table.insert(ids, id)
+    table.insert(renewed, deadline)
+    table.insert(renewed, id)
     if job[2] then table.insert(cancelled, ARGV[i + 1]) end
   else
     table.insert(lost, ARGV[i + 1])
   end
+end
+if #ids > 0 then
+  -- ZREM before ZADD, not ZADD XX alone: Redis at maxmemory (noeviction) refuses a script's
+  -- first change if it is a deny-oom command such as ZADD, and a refused heartbeat would
+  -- let healthy jobs' leases expire while Redis is full. ZREM frees first, so the ZADD that
+  -- puts the same members back is allowed; nobody sees the gap (the script is atomic).
+  redis.call('ZREM', active, unpack(ids))
+  redis.call('ZADD', active, unpack(renewed))
 end
 return {lost, cancelled}

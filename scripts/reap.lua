@@ -1,10 +1,14 @@
--- reap: active -> retry (due at once) or dead, for jobs whose lease expired: their worker
--- died or lost Redis and stopped renewing. The attempt counts, so a job that kills every
--- worker that runs it still ends dead after max_retry attempts.
+-- reap: active -> ready (at the head: next to be claimed) or dead, for jobs whose lease
+-- expired: their worker died or lost Redis and stopped renewing. The attempt counts, so a
+-- job that kills every worker that runs it still ends dead after max_retry attempts.
+-- The head, not the tail, because such a job already waited its turn once: after a crash
+-- its next run should not wait behind the whole backlog (BullMQ does the same with stalled
+-- jobs). A handed-back job goes to the head for the same reason.
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
--- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
+-- KEYS[2]  jobs:{q}:ready       LIST  job IDs ready to run (RPUSH: the head, claimed first)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
+-- KEYS[4]  jobs:{q}:wake        LIST  one 'r' token per job made ready, for idle workers
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
 -- ARGV[3]  limit                most jobs reaped in this call
@@ -14,11 +18,12 @@
 -- Clock    Redis TIME.
 -- Invariant a reaped job loses its lease, so its old worker can no longer ack or fail it.
 
-local active, retry, dead = KEYS[1], KEYS[2], KEYS[3]
+local active, ready, dead, wakes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, stats, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, dead_max = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
+local n_ready = 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', active, id)
   local key = prefix .. id
@@ -27,14 +32,16 @@ for _, id in ipairs(expired) do
     redis.call('HSET', key, 'last_error',
       'lease expired: worker ' .. (job[3] or '?') .. ' stopped renewing it (crashed or cut off)')
     if tonumber(job[1]) <= tonumber(job[2]) and not job[4] then
-      redis.call('HSET', key, 'state', 'retry', 'run_at', now, 'finished_at', now)
+      redis.call('HSET', key, 'state', 'ready', 'finished_at', now)
       redis.call('HDEL', key, 'lease')
-      redis.call('ZADD', retry, now, id)
+      redis.call('RPUSH', ready, id)
+      n_ready = n_ready + 1
     else
       to_dead(dead, prefix, id, now, retention, dead_max)
     end
   end
 end
+wake(wakes, n_ready, 'r')
 count(stats, 'processed', now, #expired)
 count(stats, 'failed', now, #expired)
 return #expired

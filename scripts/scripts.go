@@ -6,6 +6,11 @@
 // Each file opens with a contract header: its KEYS and ARGV (with units), what it returns,
 // which clock it reads, and the invariant it keeps. The lib.lua functions a script calls are
 // prepended to it.
+//
+// Scripts that settle or renew claimed jobs (claim, heartbeat, ack, fail, handback, reap)
+// make a removal their first change: Redis at maxmemory with noeviction refuses a script's
+// deny-oom command (HSET, ZADD, RPUSH) only until the script has changed something, so
+// these keep working on a full Redis and the jobs already queued can drain it.
 package scripts
 
 import (

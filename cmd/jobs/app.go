@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "jobs:", oneLine(err.Error()))
+	fmt.Fprintln(stderr, "jobs:", describe(err))
 	var ue *usageError
 	var ce *exitCodeError
 	switch {
@@ -314,6 +314,16 @@ func redactQuery(raw string) string {
 			raw = ""
 		}
 	}
+}
+
+// describe is the line printed for err. Redis's OOM reply names a setting, not what it
+// means for the user: add that Redis is full and what to do about it.
+func describe(err error) string {
+	msg := oneLine(err.Error())
+	if redis.IsOOMError(err) {
+		msg += " (Redis is out of memory and refused the write: raise its maxmemory, or free memory, e.g. jobs purge QUEUE --state done)"
+	}
+	return msg
 }
 
 func oneLine(s string) string {

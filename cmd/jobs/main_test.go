@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	case "counting-worker":
 		os.Exit(countingWorker())
+	case "enqueuer":
+		os.Exit(enqueuer())
 	}
 	redistest.Main(m)
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestMaxmemory fills a redis-server that has maxmemory and noeviction until it refuses
+// enqueues, then checks that `jobs enqueue` says so in one line with exit 1, that the
+// refusals left no half-written job, and that a `jobs worker` started on the full Redis
+// runs and acks every queued job (an ack frees memory, so Redis must let it through).
+func TestMaxmemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a redis-server to its maxmemory")
+	}
+	t.Parallel()
+	srv, err := redistest.Start("--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	k := queueKeys{prefix, queue.DefaultQueue}
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: prefix})
+	base := []string{"--redis", "redis://" + srv.Addr, "--prefix", prefix}
+
+	payload := []byte(strings.Repeat("p", 100))
+	batch := make([]queue.BatchJob, 100)
+	for i := range batch {
+		batch[i] = queue.BatchJob{Type: "ok", Payload: payload}
+	}
+	queued := 0
+	var fillErr error
+	for fillErr == nil {
+		var res []queue.BatchResult
+		res, fillErr = client.EnqueueBatch(ctx, batch)
+		queued += len(res)
+		if queued > 100_000 {
+			t.Fatalf("%d jobs enqueued into 2mb: maxmemory is not enforced", queued)
+		}
+	}
+	if !redis.IsOOMError(fillErr) {
+		t.Fatalf("filling Redis stopped on %v, want Redis's OOM refusal", fillErr)
+	}
+	r := runCLI("", append(base, "enqueue", "ok", "one more")...)
+	if r.code != exitError || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "out of memory") ||
+		!strings.Contains(r.stderr, "refused the write") || r.stdout != "" {
+		t.Errorf("jobs enqueue on a full Redis = %+v; want exit 1 and one line saying Redis is out of memory", r)
+	}
+	f := runCLI(`{"type":"ok"}`+"\n"+`{"type":"ok"}`+"\n", append(base, "enqueue", "--file", "-")...)
+	if f.code != exitError || strings.Count(f.stderr, "\n") != 1 || !strings.Contains(f.stderr, "out of memory") {
+		t.Errorf("jobs enqueue --file on a full Redis = %+v; want exit 1 and one line saying Redis is out of memory", f)
+	}
+	// A refused enqueue wrote nothing: every job hash is in the ready list and back.
+	if bad := inconsistencies(ctx, rdb, k); len(bad) > 0 {
+		t.Errorf("half-written jobs after the refusals: %q", bad[:min(len(bad), 10)])
+	}
+	if n := rdb.LLen(ctx, k.key("ready")).Val(); n != int64(queued) {
+		t.Errorf("%d jobs ready, want the %d acknowledged", n, queued)
+	}
+	info := rdb.InfoMap(ctx, "memory").Val()["Memory"]
+
+	// A worker drains the full Redis: claims, heartbeats and acks free memory first.
+	began := time.Now()
+	w := startCLI(t, append(base, "worker", "--concurrency", "8", "--lease", "2s", "--run", "ok=true", "--log-level", "warn")...)
+	waitFor(t, 60*time.Second, "every queued job done", func() bool {
+		return rdb.ZCard(ctx, k.key("done")).Val() == int64(queued) && idle(ctx, rdb, prefix)
+	})
+	drained := time.Since(began)
+	if got := acks(ctx, rdb, k); got != int64(queued) {
+		t.Errorf("%d acks for %d jobs", got, queued)
+	}
+	if d, rt := rdb.ZCard(ctx, k.key("dead")).Val(), rdb.ZCard(ctx, k.key("retry")).Val(); d+rt > 0 {
+		t.Errorf("%d dead and %d retrying jobs: acks or heartbeats were refused", d, rt)
+	}
+	if err := w.stop(); err != nil {
+		t.Errorf("worker exit: %v\n%s", err, w.out)
+	}
+	if strings.Contains(w.out.String(), "OOM") {
+		t.Errorf("the worker met OOM refusals:\n%s", w.out)
+	}
+	// Done jobs are kept (24h by default), so draining alone frees little; purging them
+	// makes room again, as the error suggests.
+	after := runCLI("", append(base, "enqueue", "ok")...)
+	if p := runCLI("", append(base, "purge", queue.DefaultQueue, "--state", "done", "--yes")...); p.code != 0 {
+		t.Errorf("purge on the full Redis = %+v", p)
+	}
+	if r := runCLI("", append(base, "enqueue", "ok")...); r.code != 0 {
+		t.Errorf("enqueue after purging the done jobs = %+v", r)
+	}
+	t.Logf("FIGURES maxmemory 2mb noeviction: %d jobs (100-byte payloads) filled it (used_memory %s, maxmemory %s); "+
+		"jobs enqueue then: exit %d, %q; consistency scan clean; a worker ran and acked all %d in %s, 0 retried, 0 dead; "+
+		"jobs enqueue after the drain (done jobs kept 24h): exit %d %q; after jobs purge --state done: exit 0",
+		queued, info["used_memory_human"], info["maxmemory_human"], r.code, strings.TrimSpace(r.stderr), queued,
+		drained.Round(time.Millisecond), after.code, strings.TrimSpace(after.stderr))
+}
