@@ -89,6 +89,7 @@ type Client struct {
 	cfg    Config
 	keys   keys
 	known  sync.Map // queue name -> struct{}: already added to the queues set
+	qkeys  sync.Map // queue name -> queueKeys, built once rather than on every enqueue
 	token  string   // random per Client: lease tokens are token + seq + index
 	tokens atomic.Uint64
 
@@ -97,7 +98,7 @@ type Client struct {
 	// Concurrent single Enqueue and Ack calls are coalesced into one script call per
 	// queue (see internal/coalesce): a web server's many small enqueues, or a worker's
 	// many finishing jobs, share round trips without any added delay.
-	enqueues *coalesce.Batcher[BatchJob, BatchResult]
+	enqueues *coalesce.Batcher[prepared, BatchResult]
 	acks     *coalesce.Batcher[ackItem, error]
 
 	clusterWait *clusterWaiter // set on a Redis Cluster: Wait on queues in several slots
@@ -131,6 +132,17 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// queueKeys returns the keys of queue q, from a cache: building them takes ten string
+// concatenations, a cost on every single Enqueue otherwise.
+func (c *Client) queueKeys(q string) queueKeys {
+	if qk, ok := c.qkeys.Load(q); ok {
+		return qk.(queueKeys)
+	}
+	qk := c.keys.queue(q)
+	c.qkeys.Store(q, qk)
+	return qk
+}
+
 // Redis returns the client's Redis connection.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
@@ -141,8 +153,8 @@ func (c *Client) Config() Config { return c.cfg }
 // on the "default" queue. When [ID] names a job that exists, or a [Unique] job's key is
 // held, it returns the existing job's ID and ErrDuplicate.
 func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts ...Option) (string, error) {
-	job := BatchJob{Type: typ, Payload: payload, Options: opts}
-	if err := c.Check(job); err != nil {
+	job, err := c.prepare(BatchJob{Type: typ, Payload: payload, Options: opts}, time.Now())
+	if err != nil {
 		return "", err
 	}
 	res, err := c.enqueues.Do(ctx, job)
@@ -157,8 +169,8 @@ const coalesceMax = 256
 
 // enqueueCoalesced enqueues concurrent Enqueue calls together. Each job was checked by
 // its caller, so only a Redis error can fail the batch, and it fails each job alike.
-func (c *Client) enqueueCoalesced(jobs []BatchJob) []BatchResult {
-	res, err := c.enqueueChecked(context.Background(), jobs)
+func (c *Client) enqueueCoalesced(jobs []prepared) []BatchResult {
+	res, err := c.enqueuePrepared(context.Background(), jobs)
 	if err != nil {
 		res = make([]BatchResult, len(jobs))
 		for i := range res {
@@ -192,104 +204,142 @@ const batchChunk = 500
 // jobs, pipelined). Every job is validated before anything is written: a bad job fails the
 // whole batch with an error naming its index. Results are in input order.
 func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResult, error) {
+	now := time.Now()
+	prep := make([]prepared, len(jobs))
 	for i, bj := range jobs {
-		if err := c.Check(bj); err != nil {
+		p, err := c.prepare(bj, now)
+		if err != nil {
 			if len(jobs) > 1 {
 				return nil, fmt.Errorf("job %d: %w", i, err)
 			}
 			return nil, err
 		}
+		prep[i] = p
 	}
-	return c.enqueueChecked(ctx, jobs)
+	return c.enqueuePrepared(ctx, prep)
 }
 
-// enqueueChecked enqueues jobs that passed Check (EnqueueBatch checks them; Enqueue
-// checks each before coalescing, so the hot path validates once).
-func (c *Client) enqueueChecked(ctx context.Context, jobs []BatchJob) ([]BatchResult, error) {
-	type pending struct {
-		index int
-		args  []any
+// prepared is a job that passed validation, with its options resolved and its ID chosen:
+// the work Enqueue does once, before coalescing, and EnqueueBatch once per job.
+type prepared struct {
+	typ     string
+	payload []byte
+	id      string
+	fresh   bool   // id was generated here, not chosen by the caller
+	ukey    string // the unique key (jobs:{q}:unique:<k>); "" = not unique
+	o       options
+}
+
+// prepare validates job (see Check) and fills in what its script call needs.
+func (c *Client) prepare(job BatchJob, now time.Time) (prepared, error) {
+	o, err := c.check(job)
+	if err != nil {
+		return prepared{}, err
 	}
-	now := time.Now()
+	p := prepared{typ: job.Type, payload: job.Payload, id: o.id, o: o}
+	if p.id == "" {
+		p.id, p.fresh = newID(now), true
+	}
+	if o.uniqueTTL > 0 {
+		k := o.uniqueKey
+		if k == "" {
+			sum := sha256.Sum256(append([]byte(job.Type+"\x00"), job.Payload...))
+			k = job.Type + ":" + hex.EncodeToString(sum[:16])
+		}
+		p.ukey = c.queueKeys(o.queue).unique(k)
+	}
+	return p, nil
+}
+
+// group is what the script takes once for a run of jobs that share it (see enqueue.lua):
+// jobs of one group cost two arguments each (three when unique).
+type group struct {
+	typ                           string
+	maxRetry                      int
+	timeout, delay, at, uniqueTTL int64 // ms; at 0 = use delay; uniqueTTL 0 = not unique
+	excl                          string
+	keep, fresh                   bool
+}
+
+func (p *prepared) group() group {
+	g := group{typ: p.typ, maxRetry: p.o.maxRetry, timeout: ms(p.o.timeout),
+		delay: ms(p.o.delay), fresh: p.fresh}
+	if !p.o.at.IsZero() {
+		g.at = max(p.o.at.UnixMilli(), 1) // 0 means "use delay" to the script
+	}
+	if p.ukey != "" {
+		g.uniqueTTL, g.keep = max(ms(p.o.uniqueTTL), 1), p.o.uniqueKeep
+	}
+	if p.o.exclusive {
+		g.excl = cmp.Or(p.o.exclKey, p.typ)
+	}
+	return g
+}
+
+// flag is a boolean as the scripts take it: "1" or "".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
+}
+
+// enqueuePrepared enqueues jobs that passed prepare: one script call per queue and per
+// batchChunk jobs, pipelined.
+func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) ([]BatchResult, error) {
 	results := make([]BatchResult, len(jobs))
-	byQueue := map[string][]pending{}
+	// The jobs of each queue, in input order. Most calls have one queue: no map for them.
 	var order []string
-	for i, bj := range jobs {
-		o, _ := resolve(bj.Options) // checked above
-		id, check := o.id, "1"
-		if id == "" {
-			id, check = newID(now), "" // unique by construction: no EXISTS in the script
-		}
-		results[i].ID = id
-		var at int64
-		if !o.at.IsZero() {
-			at = max(o.at.UnixMilli(), 1) // 0 means "use delay" to the script
-		}
-		if _, ok := byQueue[o.queue]; !ok {
-			order = append(order, o.queue)
-		}
-		var ukey, keep, excl string
-		if o.uniqueTTL > 0 {
-			k := o.uniqueKey
-			if k == "" {
-				sum := sha256.Sum256(append([]byte(bj.Type+"\x00"), bj.Payload...))
-				k = bj.Type + ":" + hex.EncodeToString(sum[:16])
+	var members [][]int
+	var index map[string]int
+	for i := range jobs {
+		q := jobs[i].o.queue
+		results[i].ID = jobs[i].id
+		k := -1
+		if n := len(order); n > 0 && order[n-1] == q {
+			k = n - 1
+		} else if len(order) > 0 {
+			if index == nil {
+				index = make(map[string]int, 4)
+				for n, name := range order {
+					index[name] = n
+				}
 			}
-			ukey = c.keys.queue(o.queue).unique(k)
-			if o.uniqueKeep {
-				keep = "1"
+			if n, ok := index[q]; ok {
+				k = n
 			}
 		}
-		if o.exclusive {
-			excl = cmp.Or(o.exclKey, bj.Type)
+		if k < 0 {
+			k = len(order)
+			order = append(order, q)
+			members = append(members, nil)
+			if index != nil {
+				index[q] = k
+			}
 		}
-		byQueue[o.queue] = append(byQueue[o.queue], pending{i, []any{
-			id, bj.Type, bj.Payload, o.maxRetry, ms(o.timeout), ms(o.delay), at,
-			ukey, max(ms(o.uniqueTTL), 1), keep, excl, check}})
+		members[k] = append(members[k], i)
 	}
 
 	var calls []*scriptCall
 	var owners [][]int // owners[k]: the result index of each job in calls[k]
-	for _, q := range order {
-		qk := c.keys.queue(q)
-		all := byQueue[q]
+	for n, q := range order {
+		qk := c.queueKeys(q)
+		all := members[n]
 		for start := 0; start < len(all); start += batchChunk {
 			chunk := all[start:min(start+batchChunk, len(all))]
-			args := make([]any, 1, 1+12*len(chunk))
-			args[0] = qk.jobPrefix
-			idx := make([]int, len(chunk))
-			for k, p := range chunk {
-				args = append(args, p.args...)
-				idx[k] = p.index
-			}
 			calls = append(calls, &scriptCall{script: scripts.Enqueue,
-				keys: []string{qk.ready, qk.scheduled, qk.wake}, args: args})
-			owners = append(owners, idx)
+				keys: []string{qk.ready, qk.scheduled, qk.wake}, args: enqueueArgs(qk, jobs, chunk)})
+			owners = append(owners, chunk)
 		}
 	}
 	if err := c.runScripts(ctx, c.register(order), calls); err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
 	for k, call := range calls {
-		codes, err := call.cmd.Slice()
-		if err == nil && len(codes) != len(owners[k]) {
-			err = fmt.Errorf("%w: %d codes for %d jobs", errBadReply, len(codes), len(owners[k]))
-		}
+		err := readEnqueueReply(call.cmd, results, owners[k])
 		if err != nil { // this queue's call failed; the others' jobs are enqueued
 			for _, i := range owners[k] {
 				results[i].Err = fmt.Errorf("enqueue: %w", err)
-			}
-			continue
-		}
-		for n, code := range codes {
-			r := &results[owners[k][n]]
-			switch v := code.(type) {
-			case int64:
-				if v == 0 {
-					r.Err = ErrDuplicate
-				}
-			case string: // a unique job: the ID of the job holding the key
-				r.ID, r.Err = v, ErrDuplicate
 			}
 		}
 	}
@@ -297,31 +347,99 @@ func (c *Client) enqueueChecked(ctx context.Context, jobs []BatchJob) ([]BatchRe
 	return results, nil
 }
 
-// Check validates a job as EnqueueBatch would (type, payload size, options) without
-// writing anything, so a caller reading jobs from a file can report the bad one exactly.
-func (c *Client) Check(job BatchJob) error {
-	if _, err := resolve(job.Options); err != nil {
+// enqueueArgs is the ARGV of one enqueue.lua call for jobs[i], i in chunk: runs of jobs
+// with the same settings share one group header.
+func enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
+	args := make([]any, 1, 11+2*len(chunk))
+	args[0] = qk.jobPrefix
+	var cur group
+	count, at := 0, -1 // at: the index in args of the current group's job count
+	for _, i := range chunk {
+		p := &jobs[i]
+		if g := p.group(); at < 0 || g != cur {
+			if at >= 0 {
+				args[at] = count
+			}
+			cur, count, at = g, 0, len(args)
+			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
+				g.uniqueTTL, flag(g.keep), flag(g.fresh))
+		}
+		args = append(args, p.id, p.payload)
+		if p.ukey != "" {
+			args = append(args, p.ukey)
+		}
+		count++
+	}
+	args[at] = count
+	return args
+}
+
+// readEnqueueReply fills in the results of the jobs of one enqueue.lua call from its reply:
+// a string with one code per job, then the ID of each holder of a unique key.
+func readEnqueueReply(cmd *redis.Cmd, results []BatchResult, owners []int) error {
+	reply, err := cmd.Slice()
+	if err != nil {
 		return err
 	}
-	if err := validateType(job.Type); err != nil {
-		return err
+	var codes string
+	if len(reply) > 0 {
+		codes, _ = reply[0].(string)
 	}
-	if len(job.Payload) > c.cfg.MaxPayload {
-		return fmt.Errorf("%w: %d bytes, the limit is %d (queue.Config.MaxPayload)",
-			ErrPayloadTooLarge, len(job.Payload), c.cfg.MaxPayload)
+	if len(codes) != len(owners) {
+		return fmt.Errorf("%w: %v for %d jobs", errBadReply, reply, len(owners))
+	}
+	holders := reply[1:]
+	for n, i := range owners {
+		r := &results[i]
+		switch codes[n] {
+		case '1':
+		case '0':
+			r.Err = ErrDuplicate
+		case 'u':
+			if len(holders) == 0 {
+				return fmt.Errorf("%w: fewer holders than 'u' codes", errBadReply)
+			}
+			holder, _ := holders[0].(string)
+			holders = holders[1:]
+			r.ID, r.Err = holder, ErrDuplicate
+		default:
+			return fmt.Errorf("%w: code %q", errBadReply, codes[n])
+		}
 	}
 	return nil
 }
 
+// Check validates a job as EnqueueBatch would (type, payload size, options) without
+// writing anything, so a caller reading jobs from a file can report the bad one exactly.
+func (c *Client) Check(job BatchJob) error {
+	_, err := c.check(job)
+	return err
+}
+
+// check is Check returning the job's resolved options.
+func (c *Client) check(job BatchJob) (options, error) {
+	o, err := resolve(job.Options)
+	if err != nil {
+		return o, err
+	}
+	if err := validateType(job.Type); err != nil {
+		return o, err
+	}
+	if len(job.Payload) > c.cfg.MaxPayload {
+		return o, fmt.Errorf("%w: %d bytes, the limit is %d (queue.Config.MaxPayload)",
+			ErrPayloadTooLarge, len(job.Payload), c.cfg.MaxPayload)
+	}
+	return o, nil
+}
+
 // countEnqueued adds the batch's new jobs to jobs_enqueued_total.
-func (c *Client) countEnqueued(jobs []BatchJob, results []BatchResult) {
+func (c *Client) countEnqueued(jobs []prepared, results []BatchResult) {
 	if c.enqueued == nil {
 		return
 	}
 	for i, r := range results {
 		if r.Err == nil && r.ID != "" {
-			o, _ := resolve(jobs[i].Options)
-			c.enqueued.WithLabelValues(o.queue, jobs[i].Type).Inc()
+			c.enqueued.WithLabelValues(jobs[i].o.queue, jobs[i].typ).Inc()
 		}
 	}
 }

@@ -124,17 +124,24 @@ func resolve(opts []Option) (options, error) {
 	if o.uniqueTTL == 0 && (o.uniqueKey != "" || o.uniqueKeep) {
 		return o, invalid("UniqueKey and UniqueUntilExpiry need Unique(ttl)")
 	}
-	for what, k := range map[string]string{"unique key": o.uniqueKey, "exclusive key": o.exclKey} {
-		if len(k) > 200 {
-			return o, invalid("%s is %d bytes, the limit is 200", what, len(k))
-		}
-		if k != "" {
-			if err := printable(what, k); err != nil {
-				return o, err
-			}
-		}
+	if err := validateKey("unique key", o.uniqueKey); err != nil {
+		return o, err
+	}
+	if err := validateKey("exclusive key", o.exclKey); err != nil {
+		return o, err
 	}
 	return o, nil
+}
+
+// validateKey checks a unique or exclusive key ("" = none given).
+func validateKey(what, k string) error {
+	if len(k) > 200 {
+		return invalid("%s is %d bytes, the limit is 200", what, len(k))
+	}
+	if k != "" {
+		return printable(what, k)
+	}
+	return nil
 }
 
 // ValidateQueue reports whether name is usable as a queue name.

@@ -2,10 +2,13 @@ package queue
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobs-dev/jobs/scripts"
+	"github.com/redis/go-redis/v9"
 )
 
 // A stale done-set entry (its hash expired) must not delete a new job that reuses the ID.
@@ -102,5 +105,133 @@ func TestClaimSkipsAStaleReadyEntry(t *testing.T) {
 	}
 	if n := c.rdb.LLen(ctx, qk.ready).Val(); n != 0 {
 		t.Errorf("ready still holds %d stale entries, want them dropped", n)
+	}
+}
+
+// go-redis resends a command whose reply was lost (a connection cut after the write), so
+// enqueue.lua can run twice with the same generated IDs. The second run must neither
+// overwrite the job, which may already be running, nor queue it again, and must report
+// it enqueued: it is the caller's own job.
+func TestResentEnqueueChangesNothing(t *testing.T) {
+	c := setup(t, Config{})
+	job, err := c.prepare(BatchJob{Type: "a", Payload: []byte("p")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := c.prepare(BatchJob{Type: "a", Options: []Option{Delay(time.Hour)}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.enqueuePrepared(ctx, []prepared{job, later}); err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("first send = %+v, %v", res, err)
+	}
+	claimed := claimOne(t, c, "default", time.Minute, "w")
+	res, err := c.enqueuePrepared(ctx, []prepared{job, later})
+	if err != nil || res[0] != (BatchResult{ID: job.id}) || res[1] != (BatchResult{ID: later.id}) {
+		t.Fatalf("resend = %+v, %v; want both reported enqueued under their IDs", res, err)
+	}
+	if j, _ := c.Get(ctx, "default", job.id); j.State != StateActive || j.Attempt != 1 {
+		t.Errorf("after the resend the claimed job is %s, attempt %d; want active, 1", j.State, j.Attempt)
+	}
+	qk := c.keys.queue("default")
+	if n := c.rdb.LLen(ctx, qk.ready).Val(); n != 0 {
+		t.Errorf("ready has %d IDs after the resend, want 0", n)
+	}
+	if n := c.rdb.ZCard(ctx, qk.scheduled).Val(); n != 1 {
+		t.Errorf("scheduled has %d IDs after the resend, want 1", n)
+	}
+	if err := c.Ack(ctx, claimed, nil); err != nil {
+		t.Errorf("Ack() after the resend err = %v; the lease must be untouched", err)
+	}
+
+	// A call of one job (a single Enqueue) takes a shorter path through the script.
+	for _, opts := range [][]Option{nil, {Delay(time.Hour)}} {
+		one, err := c.prepare(BatchJob{Type: "a", Options: opts}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for send := range 2 {
+			if res, err := c.enqueuePrepared(ctx, []prepared{one}); err != nil || res[0] != (BatchResult{ID: one.id}) {
+				t.Fatalf("send %d of one job %v = %+v, %v; want it enqueued", send, opts, res, err)
+			}
+		}
+		if opts == nil {
+			claimOne(t, c, "default", time.Minute, "w")
+		}
+	}
+	if n := c.rdb.LLen(ctx, qk.ready).Val(); n != 0 {
+		t.Errorf("ready has %d IDs after one job sent twice and claimed, want 0", n)
+	}
+	if n := c.rdb.ZCard(ctx, qk.scheduled).Val(); n != 2 {
+		t.Errorf("scheduled has %d IDs after a delayed job sent twice, want 2 (with the first test's)", n)
+	}
+}
+
+// Redis does not roll back a script that fails midway: a wrong-typed list or set of the
+// queue must be met before any job hash, list entry or wake token is written.
+func TestEnqueueIntoWrongTypedKeysWritesNothing(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	for _, tc := range []struct {
+		name string
+		key  string
+		opts []Option
+	}{
+		{"ready", qk.ready, nil},
+		{"scheduled", qk.scheduled, []Option{Delay(time.Hour)}},
+		{"wake, ready job", qk.wake, nil},
+		{"wake, scheduled job", qk.wake, []Option{Delay(time.Hour)}},
+	} {
+		c.rdb.Del(ctx, qk.ready, qk.scheduled, qk.wake)
+		c.rdb.LPush(ctx, qk.ready, "old")
+		c.rdb.ZAdd(ctx, qk.scheduled, redis.Z{Score: 1, Member: "old"})
+		c.rdb.Set(ctx, tc.key, "not a list or set", 0)
+		// Both a due and a delayed job, so the failing key is not the first one written;
+		// then the job alone (a call of one job takes a shorter path through the script).
+		res, err := c.EnqueueBatch(ctx, []BatchJob{{Type: "a"}, {Type: "a", Options: tc.opts}})
+		if err == nil && res[0].Err == nil {
+			t.Errorf("%s: EnqueueBatch() = %+v, want a WRONGTYPE error", tc.name, res)
+		}
+		if _, err := c.Enqueue(ctx, "a", nil, tc.opts...); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("%s: Enqueue() err = %v, want a WRONGTYPE error", tc.name, err)
+		}
+		if keys := c.rdb.Keys(ctx, qk.jobPrefix+"*").Val(); len(keys) != 0 {
+			t.Errorf("%s: failed enqueue left job hashes %v", tc.name, keys)
+		}
+		if tc.key != qk.ready {
+			if got := c.rdb.LRange(ctx, qk.ready, 0, -1).Val(); !slices.Equal(got, []string{"old"}) {
+				t.Errorf("%s: ready = %v after a failed enqueue, want [old]", tc.name, got)
+			}
+		}
+		if tc.key != qk.scheduled {
+			if got := c.rdb.ZRange(ctx, qk.scheduled, 0, -1).Val(); !slices.Equal(got, []string{"old"}) {
+				t.Errorf("%s: scheduled = %v after a failed enqueue, want [old]", tc.name, got)
+			}
+		}
+		if tc.key != qk.wake {
+			if n := c.rdb.LLen(ctx, qk.wake).Val(); n != 0 {
+				t.Errorf("%s: %d wake tokens after a failed enqueue, want 0", tc.name, n)
+			}
+		}
+	}
+}
+
+// One call can hold the same caller-chosen ID twice (a file with a repeated line): the
+// second is a duplicate, however the first's settings differ.
+func TestBatchWithARepeatedIDWritesItOnce(t *testing.T) {
+	c := setup(t, Config{})
+	res, err := c.EnqueueBatch(ctx, []BatchJob{
+		{Type: "a", Payload: []byte("first"), Options: []Option{ID("x")}},
+		{Type: "b", Payload: []byte("second"), Options: []Option{ID("x"), Delay(time.Hour)}},
+		{Type: "a", Payload: []byte("third"), Options: []Option{ID("x")}},
+	})
+	if err != nil || res[0].Err != nil || !errors.Is(res[1].Err, ErrDuplicate) || !errors.Is(res[2].Err, ErrDuplicate) {
+		t.Fatalf("EnqueueBatch() = %+v, %v; want the first enqueued, the others duplicates", res, err)
+	}
+	if j, _ := c.Get(ctx, "default", "x"); string(j.Payload) != "first" || j.State != StateReady {
+		t.Errorf("job x = %q, %s; want the first one, ready", j.Payload, j.State)
+	}
+	if n := c.rdb.LLen(ctx, c.keys.queue("default").ready).Val(); n != 1 {
+		t.Errorf("ready has %d IDs, want 1", n)
 	}
 }

@@ -4,90 +4,210 @@
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
--- ARGV[2+12k .. 13+12k], one group per job:
---          id, type, payload (stored in 64-byte pieces up to 4 KiB, see below), max_retry, timeout_ms,
+-- ARGV[2..] groups of jobs sharing their settings (a batch is usually one group, so a job
+--          costs two arguments), each a 10-value header followed by its jobs:
+--          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
---          unique_key ("" = not unique; else the key jobs:{q}:unique:<k>), unique_ttl_ms,
---          unique_keep ("1": keep the key until its TTL, not just until the job finishes),
 --          exclusive ("" = not exclusive; else the lock name workers run it under),
---          check ("1": the caller chose the ID, so it may exist; "": a fresh generated ID
---          (48-bit time + 80 random bits), which needs no existence check)
--- Returns  one entry per job, in order: 1 enqueued; 0 duplicate ID (a job with that ID
---          exists in this queue); or, for a unique job whose key is held, the ID of the
---          job holding it. Nothing is written for a duplicate. A WRONGTYPE error, writing
---          nothing at all, when a list or set of the queue holds another type.
+--          unique_ttl_ms (0 = not unique), unique_keep ("1": keep the unique key until its
+--          TTL, not just until the job finishes), fresh ("1": the client generated the IDs,
+--          48-bit time + 80 random bits; "": the caller chose them);
+--          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
+--          in a unique group, its unique key jobs:{q}:unique:<k>.
+-- Returns  {codes, holder, holder, ...}: codes has one character per job, in order:
+--          '1' enqueued; '0' duplicate ID (a job with that caller-chosen ID exists in this
+--          queue); 'u' a unique job whose key is held, by the job whose ID is the next
+--          holder. A fresh ID whose hash exists can only be this very call sent again (go-redis
+--          resends a command whose reply was lost): it is reported '1', already enqueued.
+--          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
+--          or set of the queue holds another type, OOM), writing nothing at all.
 -- Clock    Redis TIME; at_ms is the only client time and is taken as given.
 -- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing;
---          a unique key is taken in the same step, so of concurrent enqueues one wins.
+--          an existing job hash is never overwritten; a unique key is taken in the same
+--          step, so of concurrent enqueues one wins.
 
 local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
--- Scripts are not rolled back on error: refuse a corrupted key before writing anything,
--- rather than leave job hashes that no list or set names.
-for key, want in pairs({[ready] = 'list', [scheduled] = 'zset', [wakes] = 'list'}) do
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. t .. ', not a ' .. want)
-  end
-end
 local now = now_ms()
-local out, ready_ids, due = {}, {}, {}
-for i = 2, #ARGV, 12 do
-  local id = ARGV[i]
-  local key = prefix .. id
-  local ukey = ARGV[i + 7]
-  local holder = false
-  if ukey ~= '' then holder = redis.call('GET', ukey) end
-  if ARGV[i + 11] == '1' and redis.call('EXISTS', key) == 1 then
-    table.insert(out, 0)
-  elseif holder then
-    table.insert(out, holder)
-  else
-    local at = tonumber(ARGV[i + 6])
-    local run_at = at
-    if at == 0 then run_at = now + tonumber(ARGV[i + 5]) end
-    -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
-    local fields = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 3], 'timeout_ms', ARGV[i + 4],
-      'created_at', now}
-    -- A hash whose values are all <= 64 bytes stays in Redis's compact listpack encoding
-    -- (hash-max-listpack-value), about half the memory of the hashtable one. So a payload
-    -- of up to 4 KiB is stored in 64-byte pieces: payload, payload+1, payload+2, ...
-    local payload = ARGV[i + 2]
-    if #payload <= 4096 then
-      table.insert(fields, 'payload'); table.insert(fields, string.sub(payload, 1, 64))
-      for n = 1, math.ceil(#payload / 64) - 1 do
-        table.insert(fields, 'payload+' .. n)
-        table.insert(fields, string.sub(payload, n * 64 + 1, n * 64 + 64))
+local nargs = #ARGV
+
+-- Pass 1 decides every job's outcome with reads only; pass 2 writes. Scripts are not
+-- rolled back on error, so everything that can fail (a wrong-typed list or set, OOM on
+-- the first write) is met before any job hash is written. Tables are made only when a
+-- call needs them: most calls are one job, where they are much of the cost.
+
+-- One EXISTS over every job key of the call: in the common case no job exists, and no
+-- job needs a check of its own.
+local keys = {}
+local n_keys = 0
+local i = 2
+while i <= nargs do
+  local step = 2
+  if ARGV[i + 7] ~= '0' then step = 3 end
+  local j = i + 10
+  for _ = 1, tonumber(ARGV[i]) do
+    n_keys = n_keys + 1
+    keys[n_keys] = prefix .. ARGV[j]
+    j = j + step
+  end
+  i = j
+end
+local some_exist = n_keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
+
+-- codes[k] for job k of the call: '1' to write, 'e' a fresh ID that exists (reported '1',
+-- not written), '0' duplicate ID, 'u' unique key held.
+local codes, holders, seen, taken = {}, nil, nil, nil
+local ready_ids, n_ready, due = {}, 0, nil
+local k = 0
+i = 2
+while i <= nargs do
+  local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
+  local at = tonumber(ARGV[i + 5])
+  local run_at = at
+  if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
+  local step = 2
+  if unique then step = 3 end
+  if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
+  if unique and not taken then taken = {} end -- unique keys taken in this call
+  local j = i + 10
+  for _ = 1, tonumber(ARGV[i]) do
+    k = k + 1
+    local id = ARGV[j]
+    local code = '1'
+    if (some_exist and redis.call('EXISTS', keys[k]) == 1) or (not fresh and seen[id]) then
+      if fresh then code = 'e' else code = '0' end
+    elseif unique then
+      local ukey = ARGV[j + 2]
+      local holder = taken[ukey] or redis.call('GET', ukey)
+      if holder then
+        code = 'u'
+        holders = holders or {}
+        holders[#holders + 1] = holder
+      else
+        taken[ukey] = id
       end
-    else
-      table.insert(fields, 'payload'); table.insert(fields, payload)
     end
-    if ukey ~= '' then
-      redis.call('SET', ukey, id, 'PX', ARGV[i + 8])
-      table.insert(fields, 'unique_key'); table.insert(fields, ukey)
-      if ARGV[i + 9] == '1' then table.insert(fields, 'unique_keep'); table.insert(fields, '1') end
+    if code == '1' then
+      if not fresh then seen[id] = true end
+      if run_at > now then
+        due = due or {}
+        due[#due + 1] = run_at
+        due[#due + 1] = id
+      else
+        n_ready = n_ready + 1
+        ready_ids[n_ready] = id
+      end
     end
-    if ARGV[i + 10] ~= '' then
-      table.insert(fields, 'exclusive'); table.insert(fields, ARGV[i + 10])
-    end
-    if run_at > now then
-      table.insert(fields, 'state'); table.insert(fields, 'scheduled')
-      table.insert(fields, 'run_at'); table.insert(fields, run_at)
-      redis.call('HSET', key, unpack(fields))
-      table.insert(due, run_at)
-      table.insert(due, id)
-    else
-      table.insert(fields, 'state'); table.insert(fields, 'ready')
-      redis.call('HSET', key, unpack(fields))
-      table.insert(ready_ids, id)
-    end
-    table.insert(out, 1)
+    codes[k] = code
+    j = j + step
+  end
+  i = j
+end
+
+-- The lists and sets first, each write checked (pcall): a failure undoes the ones before
+-- it and is returned.
+if n_ready > 0 then
+  local r = redis.pcall('LPUSH', ready, unpack(ready_ids))
+  if type(r) == 'table' and r.err then return r end
+end
+if due then
+  local r = redis.pcall('ZADD', scheduled, unpack(due))
+  if type(r) == 'table' and r.err then
+    if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+    return r
   end
 end
--- One LPUSH and one ZADD for the whole batch (in order: the first job is claimed first).
-if #ready_ids > 0 then redis.call('LPUSH', ready, unpack(ready_ids)) end
-if #due > 0 then redis.call('ZADD', scheduled, unpack(due)) end
-wake(wakes, #ready_ids, 'r')
--- A scheduled job wakes one idle worker too, so it re-plans how long to wait.
-wake(wakes, math.min(#due, 1), 's')
-return out
+-- Wake tokens: one 'r' per ready job (at most 64), one 's' if any job was scheduled, so
+-- an idle worker re-plans how long to wait.
+local r
+if n_ready == 1 and not due then
+  r = redis.pcall('LPUSH', wakes, 'r')
+elseif n_ready > 0 or due then
+  local tokens = {}
+  for t = 1, math.min(n_ready, 64) do tokens[t] = 'r' end
+  if due then tokens[#tokens + 1] = 's' end
+  r = redis.pcall('LPUSH', wakes, unpack(tokens))
+end
+if type(r) == 'table' and r.err then
+  if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+  if due then
+    for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
+  end
+  return r
+end
+-- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
+-- enqueue seldom pays for the trim.
+if r and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+
+-- The job hashes. A hash whose values are all <= 64 bytes stays in Redis's compact
+-- listpack encoding (hash-max-listpack-value), about half the memory of the hashtable
+-- one, so a payload of up to 4 KiB is stored in 64-byte pieces: payload, payload+1, ...
+-- The fields a group shares are set once in f; each job fills in the rest.
+local sub = string.sub
+-- Numbers given to redis.call are formatted on every call: format the shared ones once.
+local now_s = string.format('%d', now)
+local piece = {} -- piece[p] = 'payload+' .. p, made once per call, not once per job
+k = 0
+i = 2
+while i <= nargs do
+  local unique = ARGV[i + 7] ~= '0'
+  local at = tonumber(ARGV[i + 5])
+  local run_at = at
+  if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
+  -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
+  local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
+    'created_at', now_s, 'state', 'ready'}
+  local base = 10
+  if run_at > now then
+    f[10] = 'scheduled'
+    f[11] = 'run_at'; f[12] = string.format('%d', run_at)
+    base = 12
+  end
+  if ARGV[i + 6] ~= '' then
+    f[base + 1] = 'exclusive'; f[base + 2] = ARGV[i + 6]
+    base = base + 2
+  end
+  local ttl = ARGV[i + 7]
+  if unique then
+    if ARGV[i + 8] == '1' then
+      f[base + 1] = 'unique_keep'; f[base + 2] = '1'
+      base = base + 2
+    end
+    f[base + 1] = 'unique_key'
+    base = base + 2
+  end
+  local step = 2
+  if unique then step = 3 end
+  local j = i + 10
+  for _ = 1, tonumber(ARGV[i]) do
+    k = k + 1
+    if codes[k] == '1' then
+      local id = ARGV[j]
+      if unique then
+        redis.call('SET', ARGV[j + 2], id, 'PX', ttl)
+        f[base] = ARGV[j + 2]
+      end
+      local payload = ARGV[j + 1]
+      local size = #payload
+      local m = base + 2
+      if size <= 64 or size > 4096 then
+        f[m - 1] = 'payload'; f[m] = payload
+      else
+        f[m - 1] = 'payload'; f[m] = sub(payload, 1, 64)
+        for p = 1, math.ceil(size / 64) - 1 do
+          local name = piece[p]
+          if not name then name = 'payload+' .. p; piece[p] = name end
+          f[m + 1] = name; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
+          m = m + 2
+        end
+      end
+      redis.call('HSET', keys[k], unpack(f, 1, m))
+    end
+    j = j + step
+  end
+  i = j
+end
+local out = table.concat(codes)
+if some_exist then out = string.gsub(out, 'e', '1') end
+if holders then return {out, unpack(holders)} end
+return {out}

@@ -4,7 +4,8 @@
 // two commands can lose or duplicate a job.
 //
 // Each file opens with a contract header: its KEYS and ARGV (with units), what it returns,
-// which clock it reads, and the invariant it keeps. lib.lua is prepended to every script.
+// which clock it reads, and the invariant it keeps. The lib.lua functions a script calls are
+// prepended to it.
 //
 // Scripts that settle or renew claimed jobs (claim, heartbeat, ack, fail, handback, reap)
 // make a removal their first change: Redis at maxmemory with noeviction refuses a script's
@@ -14,6 +15,7 @@ package scripts
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,7 +44,10 @@ var (
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge}
 
-// Source returns the full text Redis runs for the named file (lib.lua prepended).
+// Source returns the full text Redis runs for the named file: the lib.lua functions it
+// calls (directly or through one another), then the file itself. Redis runs a script's
+// whole text on every call, so each function of lib.lua it carried would be created and
+// thrown away each time, used or not.
 func Source(name string) (string, error) {
 	lib, err := files.ReadFile("lib.lua")
 	if err != nil {
@@ -52,7 +57,82 @@ func Source(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return string(lib) + "\n" + string(src), nil
+	return libFor(string(lib), string(src)) + "\n" + string(src), nil
+}
+
+// libFor returns what src needs of lib: lib's opening comment, then each of its
+// "local function NAME" definitions, with the comment lines right above it, that src
+// calls or that such a definition calls, in lib's order.
+func libFor(lib, src string) string {
+	lines := strings.SplitAfter(lib, "\n")
+	var starts []int // index of the first line (comments included) of each definition
+	var names []string
+	for i, line := range lines {
+		rest, ok := strings.CutPrefix(line, "local function ")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "(")
+		start := i
+		for start > 0 && strings.HasPrefix(lines[start-1], "--") {
+			start--
+		}
+		starts, names = append(starts, start), append(names, strings.TrimSpace(name))
+	}
+	if len(starts) == 0 {
+		return lib
+	}
+	text := make([]string, len(starts))
+	for k := range starts {
+		end := len(lines)
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		text[k] = strings.Join(lines[starts[k]:end], "")
+	}
+	need := make([]bool, len(starts))
+	for changed, from := true, src; changed; {
+		changed = false
+		for k, name := range names {
+			if !need[k] && calls(from, name) {
+				need[k], changed = true, true
+			}
+		}
+		var b strings.Builder
+		for k := range names {
+			if need[k] {
+				b.WriteString(text[k])
+			}
+		}
+		from = b.String()
+	}
+	out := strings.Join(lines[:starts[0]], "")
+	for k := range starts {
+		if need[k] {
+			out += text[k]
+		}
+	}
+	return out
+}
+
+// calls reports whether src calls the function name: name( not preceded by a letter,
+// digit or underscore.
+func calls(src, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(src[i:], name+"(")
+		if j < 0 {
+			return false
+		}
+		j += i
+		if j == 0 || !isIdent(src[j-1]) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 func load(name string) *redis.Script {

@@ -155,3 +155,44 @@ func TestScriptsLoadOnRedis(t *testing.T) {
 		}
 	}
 }
+
+// Each script carries the lib.lua functions it calls, through one another too (to_dead
+// calls trim), and no other: an unused one would still be created on every call.
+func TestSourceCarriesTheLibFunctionsItCalls(t *testing.T) {
+	t.Parallel()
+	lib, err := files.ReadFile("lib.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(lib), "\n") {
+		if rest, ok := strings.CutPrefix(line, "local function "); ok {
+			name, _, _ := strings.Cut(rest, "(")
+			names = append(names, name)
+		}
+	}
+	for _, name := range transitions(t) {
+		src, err := Source(name)
+		if err != nil {
+			t.Fatalf("Source(%q) err = %v", name, err)
+		}
+		own, _ := files.ReadFile(name)
+		for _, fn := range names {
+			defined := strings.Contains(src, "local function "+fn+"(")
+			// Calls outside the definition itself.
+			used := calls(strings.ReplaceAll(src, "local function "+fn+"(", ""), fn)
+			if used != defined {
+				t.Errorf("%s: %s called %v, defined %v; want a definition exactly when called", name, fn, used, defined)
+			}
+		}
+		if !strings.HasSuffix(src, string(own)) {
+			t.Errorf("Source(%q) does not end with the file itself", name)
+		}
+	}
+	if src, _ := Source("enqueue.lua"); strings.Contains(src, "local function trim(") || !strings.Contains(src, "local function now_ms(") {
+		t.Errorf("enqueue.lua's source has trim or lacks now_ms:\n%s", src)
+	}
+	if src, _ := Source("fail.lua"); !strings.Contains(src, "local function trim(") {
+		t.Errorf("fail.lua's source lacks trim, which its to_dead calls")
+	}
+}
