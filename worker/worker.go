@@ -232,7 +232,7 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 	var nextPromote, nextReap time.Time // zero: due now
 	var waiting chan wakeup             // non-nil while a Wait runs
 	idle := false                       // the last claim found nothing: wait to be woken
-	errDelay := time.Duration(0)
+	errDelay, waitDelay := time.Duration(0), time.Duration(0)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ctx.Err() == nil {
@@ -298,8 +298,17 @@ func (w *Worker) fetchLoop(ctx, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			}
 			idle = false
 			if wu.err != nil && ctx.Err() == nil {
-				w.log.LogAttrs(ctx, slog.LevelWarn, "wait failed", slog.String("error", wu.err.Error()))
-				time.Sleep(100 * time.Millisecond)
+				// Its own backoff: claims may succeed while waits keep failing (an ACL
+				// without BLPOP, say), and then errDelay is reset on every pass.
+				waitDelay = min(max(waitDelay*2, 100*time.Millisecond), 5*time.Second)
+				w.log.LogAttrs(ctx, slog.LevelWarn, "wait failed; retrying",
+					slog.String("error", wu.err.Error()), slog.Duration("retry_in", waitDelay))
+				select {
+				case <-time.After(waitDelay):
+				case <-ctx.Done():
+				}
+			} else {
+				waitDelay = 0
 			}
 			if wu.token == queue.WakeScheduled {
 				nextPromote = time.Time{} // it may be due sooner than we planned for
