@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Benchmarks of the hot path against the real test Redis (go test -bench . ./queue).
@@ -32,6 +33,28 @@ func BenchmarkEnqueue(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkRoundTripFloor measures what any single-goroutine call costs on this machine,
+// beside BenchmarkEnqueue: PING, and a script that does nothing. One goroutine waiting for
+// each reply cannot enqueue faster than the round trip, whatever the script does.
+func BenchmarkRoundTripFloor(b *testing.B) {
+	rdb := redistest.Client(b)
+	b.Run("ping", func(b *testing.B) {
+		for b.Loop() {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	noop := redis.NewScript("return 1")
+	b.Run("script-return-1", func(b *testing.B) {
+		for b.Loop() {
+			if err := noop.Run(ctx, rdb, []string{"{bench}"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkEnqueueParallel is many goroutines enqueuing one job each (a web server):
