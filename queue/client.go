@@ -328,7 +328,7 @@ func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) ([]BatchR
 		for start := 0; start < len(all); start += batchChunk {
 			chunk := all[start:min(start+batchChunk, len(all))]
 			calls = append(calls, &scriptCall{script: scripts.Enqueue,
-				keys: []string{qk.ready, qk.scheduled, qk.wake}, args: enqueueArgs(qk, jobs, chunk)})
+				keys: []string{qk.ready, qk.scheduled, qk.wake}, args: c.enqueueArgs(qk, jobs, chunk)})
 			owners = append(owners, chunk)
 		}
 	}
@@ -348,10 +348,18 @@ func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) ([]BatchR
 }
 
 // enqueueArgs is the ARGV of one enqueue.lua call for jobs[i], i in chunk: runs of jobs
-// with the same settings share one group header.
-func enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
-	args := make([]any, 1, 11+2*len(chunk))
-	args[0] = qk.jobPrefix
+// with the same settings share one group header. A call with caller-chosen IDs carries a
+// nonce, stored in those jobs' hashes: if go-redis resends the call after a lost reply,
+// the script recognizes its own jobs instead of reporting them as duplicates.
+func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
+	args := make([]any, 2, 12+2*len(chunk))
+	args[0], args[1] = qk.jobPrefix, ""
+	for _, i := range chunk {
+		if !jobs[i].fresh {
+			args[1] = c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
+			break
+		}
+	}
 	var cur group
 	count, at := 0, -1 // at: the index in args of the current group's job count
 	for _, i := range chunk {

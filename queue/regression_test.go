@@ -235,3 +235,41 @@ func TestBatchWithARepeatedIDWritesItOnce(t *testing.T) {
 		t.Errorf("ready has %d IDs, want 1", n)
 	}
 }
+
+// The same for caller-chosen IDs: the resent call (same arguments, so the same nonce)
+// finds its own jobs and reports them enqueued, while any other call with those IDs still
+// gets ErrDuplicate.
+func TestResentEnqueueKnowsItsOwnIDs(t *testing.T) {
+	c := setup(t, Config{})
+	var jobs []prepared
+	for _, id := range []string{"mine", "mine-later"} {
+		var opts []Option
+		if id == "mine-later" {
+			opts = append(opts, Delay(time.Hour))
+		}
+		p, err := c.prepare(BatchJob{Type: "a", Options: append(opts, ID(id))}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, p)
+	}
+	qk := c.keys.queue("default")
+	args := c.enqueueArgs(qk, jobs, []int{0, 1})
+	keys := []string{qk.ready, qk.scheduled, qk.wake}
+	for send := 1; send <= 2; send++ {
+		reply, err := scripts.Enqueue.Run(ctx, c.rdb, keys, args...).Slice()
+		if err != nil || len(reply) != 1 || reply[0] != "11" {
+			t.Fatalf("send %d of one call = %v, %v; want both enqueued (\"11\")", send, reply, err)
+		}
+	}
+	if n := c.rdb.LLen(ctx, qk.ready).Val(); n != 1 {
+		t.Errorf("ready has %d IDs after the resend, want 1", n)
+	}
+	if n := c.rdb.ZCard(ctx, qk.scheduled).Val(); n != 1 {
+		t.Errorf("scheduled has %d IDs after the resend, want 1", n)
+	}
+	res, err := c.enqueuePrepared(ctx, jobs)
+	if err != nil || !errors.Is(res[0].Err, ErrDuplicate) || !errors.Is(res[1].Err, ErrDuplicate) {
+		t.Errorf("another call with the same IDs = %+v, %v; want ErrDuplicate for both", res, err)
+	}
+}

@@ -4,7 +4,10 @@
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
--- ARGV[2..] groups of jobs sharing their settings (a batch is usually one group, so a job
+-- ARGV[2]  call nonce           unique per call ("" when every ID is fresh), kept in the
+--                               hash of a job with a caller-chosen ID ('enq'), so that this
+--                               very call, resent, knows its own job from another's
+-- ARGV[3..] groups of jobs sharing their settings (a batch is usually one group, so a job
 --          costs two arguments), each a 10-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
@@ -18,7 +21,8 @@
 --          '1' enqueued; '0' duplicate ID (a job with that caller-chosen ID exists in this
 --          queue); 'u' a unique job whose key is held, by the job whose ID is the next
 --          holder. A fresh ID whose hash exists can only be this very call sent again (go-redis
---          resends a command whose reply was lost): it is reported '1', already enqueued.
+--          resends a command whose reply was lost): it is reported '1', already enqueued;
+--          so is a caller-chosen ID whose hash holds this call's nonce.
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
 -- Clock    Redis TIME; at_ms is the only client time and is taken as given.
@@ -27,7 +31,7 @@
 --          step, so of concurrent enqueues one wins.
 
 local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
-local prefix = ARGV[1]
+local prefix, nonce = ARGV[1], ARGV[2]
 local now = now_ms()
 local nargs = #ARGV
 
@@ -40,7 +44,7 @@ local nargs = #ARGV
 -- job needs a check of its own.
 local keys = {}
 local n_keys = 0
-local i = 2
+local i = 3
 while i <= nargs do
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
@@ -59,7 +63,7 @@ local some_exist = n_keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
 local codes, holders, seen, taken = {}, nil, nil, nil
 local ready_ids, n_ready, due = {}, 0, nil
 local k = 0
-i = 2
+i = 3
 while i <= nargs do
   local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
   local at = tonumber(ARGV[i + 5])
@@ -75,7 +79,12 @@ while i <= nargs do
     local id = ARGV[j]
     local code = '1'
     if (some_exist and redis.call('EXISTS', keys[k]) == 1) or (not fresh and seen[id]) then
-      if fresh then code = 'e' else code = '0' end
+      -- A caller-chosen ID is this call's own job only if its hash holds our nonce.
+      if fresh or (nonce ~= '' and not seen[id] and redis.call('HGET', keys[k], 'enq') == nonce) then
+        code = 'e'
+      else
+        code = '0'
+      end
     elseif unique then
       local ukey = ARGV[j + 2]
       local holder = taken[ukey] or redis.call('GET', ukey)
@@ -148,7 +157,7 @@ local sub = string.sub
 local now_s = string.format('%d', now)
 local piece = {} -- piece[p] = 'payload+' .. p, made once per call, not once per job
 k = 0
-i = 2
+i = 3
 while i <= nargs do
   local unique = ARGV[i + 7] ~= '0'
   local at = tonumber(ARGV[i + 5])
@@ -165,6 +174,10 @@ while i <= nargs do
   end
   if ARGV[i + 6] ~= '' then
     f[base + 1] = 'exclusive'; f[base + 2] = ARGV[i + 6]
+    base = base + 2
+  end
+  if ARGV[i + 9] ~= '1' and nonce ~= '' then
+    f[base + 1] = 'enq'; f[base + 2] = nonce
     base = base + 2
   end
   local ttl = ARGV[i + 7]
