@@ -173,11 +173,15 @@ func msTime(s string) time.Time {
 		return time.Time{}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > maxJobMs {
 		return time.Time{}
 	}
 	return time.UnixMilli(n)
 }
+
+// maxJobMs is the last millisecond of year 9999: a later time (a hand-edited hash, say)
+// reads as unknown, since RFC 3339, and so `jobs inspect --json`, cannot express it.
+var maxJobMs = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
 
 // jobJSON is the shape of `jobs inspect --json` and `jobs ls --json`: every field always
 // present, times in RFC 3339 (UTC) or null, payload and result as text (base64 when they
