@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
@@ -141,8 +143,9 @@ func newApp(e *env) *cli.App {
 // fails in seconds with a clear message instead of hanging. An optional queue.Config
 // gives settings besides the prefix, which always comes from --prefix.
 func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
-	raw := c.String("redis")
-	rdb, err := openRedis(c, raw)
+	t := targetOf(c)
+	raw := t.url
+	rdb, err := openRedis(t)
 	if err != nil {
 		return nil, err
 	}
@@ -165,18 +168,36 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 	return client, nil
 }
 
+// redisTarget is what the global flags say about the Redis to use.
+type redisTarget struct {
+	url           string // --redis
+	cluster       bool   // --cluster
+	master        string // --sentinel-master
+	ca, cert, key string // --tls-ca, --tls-cert, --tls-key
+}
+
+func targetOf(c *cli.Context) redisTarget {
+	return redisTarget{url: c.String("redis"), cluster: c.Bool("cluster"), master: c.String("sentinel-master"),
+		ca: c.String("tls-ca"), cert: c.String("tls-cert"), key: c.String("tls-key")}
+}
+
 // openRedis builds the client for --redis: one server, or with --cluster a Redis
 // Cluster (go-redis's cluster URL: redis://h1:p1?addr=h2:p2&addr=h3:p3), or with
-// --sentinel-master the master that the Sentinels at those addresses name.
-func openRedis(c *cli.Context, raw string) (redis.UniversalClient, error) {
-	cluster, master := c.Bool("cluster"), c.String("sentinel-master")
+// --sentinel-master the master that the Sentinels at those addresses name. It does not
+// dial: a bad URL or TLS file is a usage error here, an unreachable Redis fails later.
+func openRedis(t redisTarget) (redis.UniversalClient, error) {
+	raw, cluster, master := t.url, t.cluster, t.master
 	badURL := func(err error) error {
 		msg := err.Error()
 		if i, j := strings.Index(raw, "://"), strings.LastIndex(raw, "@"); i >= 0 && j > i+3 ||
 			strings.Contains(raw, "password=") {
 			msg = "not a valid redis:// or rediss:// URL" // the parser's message may quote the password
 		}
-		return usagef("--redis %s: %s", redact(raw), msg)
+		shown := redact(raw)
+		if strings.ContainsFunc(shown, func(r rune) bool { return !unicode.IsPrint(r) }) {
+			shown = strconv.Quote(shown) // a newline must not split the one-line error
+		}
+		return usagef("--redis %s: %s", shown, msg)
 	}
 	// Fail fast on a wrong address (DialerRetries); workers retry with their own backoff.
 	const dialTimeout, maxRetries, dialerRetries = 2 * time.Second, 1, 2
@@ -188,7 +209,7 @@ func openRedis(c *cli.Context, raw string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(err)
 		}
-		if opts.TLSConfig, err = tlsConfig(c, opts.TLSConfig, opts.Addrs[0]); err != nil {
+		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addrs[0]); err != nil {
 			return nil, err
 		}
 		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
@@ -206,7 +227,7 @@ func openRedis(c *cli.Context, raw string) (redis.UniversalClient, error) {
 		}
 		opts.SentinelUsername, opts.SentinelPassword = "", os.Getenv("JOBS_SENTINEL_PASSWORD")
 		opts.MasterName = master
-		if opts.TLSConfig, err = tlsConfig(c, opts.TLSConfig, opts.SentinelAddrs[0]); err != nil {
+		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.SentinelAddrs[0]); err != nil {
 			return nil, err
 		}
 		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
@@ -216,7 +237,7 @@ func openRedis(c *cli.Context, raw string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(err)
 		}
-		if opts.TLSConfig, err = tlsConfig(c, opts.TLSConfig, opts.Addr); err != nil {
+		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addr); err != nil {
 			return nil, err
 		}
 		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
@@ -240,8 +261,8 @@ func ping(ctx context.Context, rdb redis.UniversalClient) error {
 
 // tlsConfig adds the --tls-* files to conf (nil: no TLS yet): any of them turns TLS on
 // (as rediss:// does); the server name defaults to the host of addr.
-func tlsConfig(c *cli.Context, conf *tls.Config, addr string) (*tls.Config, error) {
-	ca, cert, key := c.String("tls-ca"), c.String("tls-cert"), c.String("tls-key")
+func tlsConfig(t redisTarget, conf *tls.Config, addr string) (*tls.Config, error) {
+	ca, cert, key := t.ca, t.cert, t.key
 	if ca == "" && cert == "" && key == "" {
 		return conf, nil
 	}
