@@ -48,17 +48,17 @@ type outcome struct {
 // and the caller must do nothing more.
 func (w *Worker) execute(jobsCtx context.Context, c claimed) (kept, abandoned bool) {
 	job := c.job
-	ctx, cancel := context.WithCancelCause(jobsCtx)
-	defer cancel(nil)
 	timeout := job.Timeout
 	if timeout <= 0 {
 		timeout = queue.DefaultTimeout
 	}
 	began := time.Now()
 	var result []byte
-	hctx := &jobCtx{Context: ctx, deadline: began.Add(timeout), result: &result}
+	hctx := newJobCtx(jobsCtx, began.Add(timeout), &result)
+	defer hctx.cancel(nil)
+	ctx := hctx.Context
 	// The lease began when the claim was sent: a heartbeat renews it from then.
-	r := &run{job: job, cancel: cancel, renewed: c.at, ctx: hctx, deadline: hctx.deadline,
+	r := &run{job: job, cancel: hctx.cancel, renewed: c.at, ctx: hctx, deadline: hctx.deadline,
 		timeout: timeout, began: began}
 	w.register(r)
 	if job.Exclusive != "" {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -11,14 +12,55 @@ import (
 // context.DeadlineExceeded, as a context.WithTimeout would. One timer serves every job
 // of the worker instead of a timer (and a second context) per job.
 //
-// The one difference from context.WithTimeout: a context a handler derives from it sees
-// the job's deadline as a cancellation (its Err is context.Canceled; context.Cause still
-// gives context.DeadlineExceeded).
+// A context a handler derives from it (WithTimeout, WithCancel, errgroup) must see the
+// deadline as DeadlineExceeded too. The context package would hook such a child straight
+// onto the inner WithCancelCause context, whose Err is Canceled, when our Done is that
+// context's Done channel; so Done is a channel of our own, and the child is hooked through
+// AfterFunc instead, which gives it our Err and the inner context's cause.
 type jobCtx struct {
-	context.Context // from context.WithCancelCause
+	context.Context // from context.WithCancelCause: holds the cause
+	cancelInner     context.CancelCauseFunc
 	deadline        time.Time
 	result          *[]byte // where SetResult stores the result
+
+	mu    sync.Mutex
+	done  chan struct{} // made by the first Done, closed by cancel
+	ended bool
 }
+
+func newJobCtx(parent context.Context, deadline time.Time, result *[]byte) *jobCtx {
+	inner, cancel := context.WithCancelCause(parent)
+	return &jobCtx{Context: inner, cancelInner: cancel, deadline: deadline, result: result}
+}
+
+// cancel ends the context with cause; the first cause wins, as with WithCancelCause. The
+// inner context is cancelled first, so whoever wakes on Done finds Err and the cause set.
+func (c *jobCtx) cancel(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancelInner(cause)
+	if !c.ended {
+		c.ended = true
+		if c.done != nil {
+			close(c.done)
+		}
+	}
+}
+
+func (c *jobCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.ended {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+// AfterFunc is how the context package hooks derived contexts onto this one (see above).
+func (c *jobCtx) AfterFunc(f func()) (stop func() bool) { return context.AfterFunc(c.Context, f) }
 
 func (c *jobCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 

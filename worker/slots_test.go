@@ -143,7 +143,7 @@ func TestHandlerIgnoringItsContextIsAbandoned(t *testing.T) {
 
 // A handler's context behaves as context.WithTimeout's would, though one timer serves
 // every job: it has the job's deadline, and at the deadline Err and Cause report
-// context.DeadlineExceeded.
+// context.DeadlineExceeded, also in a context derived from it.
 func TestHandlerContextHasTheJobsDeadline(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
@@ -151,13 +151,18 @@ func TestHandlerContextHasTheJobsDeadline(t *testing.T) {
 		left       time.Duration
 		hasDL      bool
 		err, cause error
+		derivedErr error
 	}
 	got := make(chan seen, 1)
 	startWorker(t, c, Config{Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		dl, ok := ctx.Deadline()
 		s := seen{left: time.Until(dl), hasDL: ok}
+		derived, cancel := context.WithTimeout(ctx, time.Hour) // as an HTTP call would
+		defer cancel()
 		<-ctx.Done()
 		s.err, s.cause = ctx.Err(), context.Cause(ctx)
+		<-derived.Done()
+		s.derivedErr = derived.Err()
 		got <- s
 		return ctx.Err()
 	})})
@@ -169,6 +174,9 @@ func TestHandlerContextHasTheJobsDeadline(t *testing.T) {
 		}
 		if s.err != context.DeadlineExceeded || s.cause != context.DeadlineExceeded {
 			t.Errorf("at the deadline ctx.Err() = %v, Cause = %v; want context.DeadlineExceeded for both", s.err, s.cause)
+		}
+		if s.derivedErr != context.DeadlineExceeded {
+			t.Errorf("a context derived from the handler's: Err() = %v at the deadline, want context.DeadlineExceeded", s.derivedErr)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context never ended")
