@@ -120,8 +120,10 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 }
 
 // Ack marks a claimed job done and stores result. It returns ErrLeaseLost, changing
-// nothing, when the caller's lease is gone. Concurrent Acks share one script call per
-// queue.
+// nothing, when the caller's lease is gone. An ack of a job already done under the same
+// lease (a call resent after its reply was lost) returns nil and changes nothing; with
+// Config.DoneRetention < 0 the job is gone by then and that reads as ErrLeaseLost.
+// Concurrent Acks share one script call per queue.
 func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
 	if job.Lease == "" { // a Job read by Get or List holds no lease
 		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)
@@ -175,7 +177,7 @@ func (c *Client) ackCoalesced(items []ackItem) []error {
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("ack %s: %w", id, err)
-			case codes[n] == 0:
+			case codes[n] == 0: // 1 acked, 2 acked already by this lease (a resent call)
 				errs[i] = fmt.Errorf("ack %s: %w", id, ErrLeaseLost)
 			}
 		}
@@ -230,7 +232,7 @@ func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished
 	}
 	acked = make([]error, len(finished))
 	for i, code := range codes {
-		if code != int64(1) {
+		if code == int64(0) { // 1 acked, 2 acked already by this lease (a resent call)
 			acked[i] = fmt.Errorf("ack %s: %w", finished[i].Job.ID, ErrLeaseLost)
 		}
 	}

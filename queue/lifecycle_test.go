@@ -192,8 +192,26 @@ func TestClaimAckDone(t *testing.T) {
 	if c.rdb.ZScore(ctx, qk.active, j.ID).Err() == nil {
 		t.Errorf("done job still in active")
 	}
-	if err := c.Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
-		t.Errorf("second Ack() err = %v, want ErrLeaseLost", err)
+	// The same lease acking again is an ack resent after a lost reply: reported done,
+	// changing nothing. A stale lease is refused (TestLateAckIsRefused and below).
+	if err := c.Ack(ctx, j, []byte("resent")); err != nil {
+		t.Errorf("second Ack() with the same lease err = %v, want nil (already done)", err)
+	}
+	acked, _, err := c.AckClaim(ctx, "default", []Finished{{Job: j, Result: []byte("resent")}}, 0, time.Minute, "w1")
+	if err != nil || len(acked) != 1 || acked[0] != nil {
+		t.Errorf("AckClaim() of the acked job = %v, %v; want [nil]", acked, err)
+	}
+	again, err := c.Get(ctx, "default", j.ID)
+	if err != nil || again.State != StateDone || string(again.Result) != "ok" || !again.FinishedAt.Equal(got.FinishedAt) {
+		t.Errorf("after the resent acks: %+v, %v; want unchanged (result ok)", again, err)
+	}
+	if st, err := c.Stats(ctx); err != nil || len(st) != 1 || st[0].ProcessedToday != 1 {
+		t.Errorf("Stats() = %+v, %v; want 1 processed today, not one per ack", st, err)
+	}
+	other := *j
+	other.Lease += "x"
+	if err := c.Ack(ctx, &other, nil); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Ack() of a done job with another lease err = %v, want ErrLeaseLost", err)
 	}
 }
 

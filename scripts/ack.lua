@@ -7,7 +7,9 @@
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
 -- ARGV[4]  done_max             and at most this many (the oldest go first)
 -- ARGV[5+3k .. 7+3k]            id, lease token, result: one group per job (<= 1000)
--- Returns  one integer per job: 1 done, 0 lease lost (nothing changed for that job).
+-- Returns  one integer per job: 1 done; 2 done already, by this same lease (a resent ack:
+--          nothing changed); 0 lease lost (nothing changed for that job). A job acked with
+--          retention <= 0 is deleted, so its resent ack reads as 0.
 -- Clock    Redis TIME.
 -- Invariant only the holder of the current lease token can finish a job, so a worker whose
 --          lease expired and whose job was claimed again cannot overwrite the new run.

@@ -16,8 +16,9 @@
 -- ARGV[7]  worker               worker ID, recorded in the claimed jobs
 -- ARGV[8]  token prefix         unique per call; a lease token is token prefix .. ":" .. k
 -- ARGV[9+3k .. 11+3k]           id, lease token, result: one group per job to ack (<= 1000)
--- Returns  {acks, now, job, job, ...}: acks has one integer per acked job (1 done, 0 lease
---          lost: nothing changed for it); now and the jobs are claim.lua's reply.
+-- Returns  {acks, now, job, job, ...}: acks has one integer per acked job, as ack.lua's
+--          (1 done, 2 done already by this lease, 0 lease lost); now and the jobs are
+--          claim.lua's reply.
 -- Clock    Redis TIME.
 -- Invariant as ack.lua and claim.lua: only the holder of a job's current lease token can
 --          finish it, and a claimed job's new token is known only to its claimer. The acks

@@ -93,18 +93,21 @@ end
 -- ack_jobs moves jobs whose handler succeeded from active to done (ack.lua, ackclaim.lua).
 -- argv[from], argv[from+1], argv[from+2], ... are groups of id, lease token, result.
 -- A done job keeps its hash for retention_ms (<= 0: deleted at once) in the done set,
--- trimmed to done_max. Returns one integer per group: 1 done, 0 lease lost (nothing
--- changed for that job). Its first write is a ZREM: see below.
+-- trimmed to done_max. Returns one integer per group: 1 done, 2 done already by this very
+-- lease (a resent ack; nothing changed), 0 lease lost (nothing changed for that job). Its
+-- first write is a ZREM: see below.
 local function ack_jobs(active, done, prefix, stats, retention, done_max, now, argv, from)
-  local out, finished, held, results = {}, {}, {}, {}
+  local out, finished, held, results, tokens = {}, {}, {}, {}, {}
   for i = from, #argv, 3 do
     local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep')
     if argv[i + 1] == '' or job[1] ~= argv[i + 1] then
-      out[#out + 1] = 0
+      -- 2: this very lease acked it already (go-redis resent an ack whose reply was lost).
+      if argv[i + 1] ~= '' and job[1] == 'done:' .. argv[i + 1] then out[#out + 1] = 2 else out[#out + 1] = 0 end
     else
       finished[#finished + 1] = argv[i]
       held[#held + 1] = job
       results[#results + 1] = argv[i + 2]
+      tokens[#tokens + 1] = argv[i + 1]
       out[#out + 1] = 1
     end
   end
@@ -121,8 +124,10 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
     if retention <= 0 then
       redis.call('DEL', key)
     else
-      -- An empty lease matches no token: cheaper than a separate HDEL.
-      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', results[n], 'lease', '')
+      -- 'done:' .. token matches no token (cheaper than a separate HDEL) but tells a resent
+      -- ack of this lease from a late one.
+      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', results[n], 'lease',
+        'done:' .. tokens[n])
       redis.call('PEXPIRE', key, retention)
       kept[#kept + 1] = now
       kept[#kept + 1] = id

@@ -327,3 +327,44 @@ func TestEnqueueReplyLost(t *testing.T) {
 		}
 	}
 }
+
+// TestAckReplyLost: the reply to an ack is lost after Redis ran it, and go-redis sends it
+// again. The resent ack finds the job done by this very lease and reports it done, not
+// "lease lost" (which would log a false warning and count a lost lease); nothing is
+// counted twice.
+func TestAckReplyLost(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	p := newProxy(t, srv.Addr)
+	c := redis.NewClient(&redis.Options{Addr: p.addr()})
+	t.Cleanup(func() { c.Close() })
+	client, _ := queue.NewClient(c, queue.Config{Prefix: prefix})
+	for range 2 {
+		if _, err := client.Enqueue(ctx, "t", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs, err := client.Claim(ctx, queue.DefaultQueue, 2, time.Minute, "w1")
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("Claim(2) = %v, %v", jobs, err)
+	}
+	if err := client.Ack(ctx, jobs[0], nil); err != nil { // loads the script: the cut hits EVALSHA
+		t.Fatal(err)
+	}
+	p.cutAfterRequest([]byte("EVALSHA"))
+	err = client.Ack(ctx, jobs[1], []byte("result"))
+	got, gerr := client.Get(ctx, queue.DefaultQueue, jobs[1].ID)
+	st, _ := client.Stats(ctx)
+	t.Logf("FIGURES ack reply lost: Ack returned %v; job %s; processed today %d", err, got.State, st[0].ProcessedToday)
+	if n := p.cutCount(); n != 1 {
+		t.Fatalf("the proxy cut %d connections, want 1", n)
+	}
+	if err != nil || gerr != nil || got.State != queue.StateDone || string(got.Result) != "result" {
+		t.Errorf("Ack = %v; job %+v, %v; want nil and the job done with its result", err, got, gerr)
+	}
+	if len(st) != 1 || st[0].ProcessedToday != 2 {
+		t.Errorf("Stats() = %+v; want 2 processed today (the resent ack counts nothing)", st)
+	}
+}
