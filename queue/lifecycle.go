@@ -255,7 +255,9 @@ const NoRetry time.Duration = -1
 // Fail records a failed attempt of a claimed job with reason as its last error. The job
 // goes to retry, due after retryIn, while it has attempts left (attempt <= max_retry),
 // else to dead; retryIn = NoRetry sends it to dead at once. It returns the state the job
-// moved to, or ErrLeaseLost, changing nothing, when the caller's lease is gone.
+// moved to, or ErrLeaseLost, changing nothing, when the caller's lease is gone. Failing
+// again with the same lease (a call resent after its reply was lost) returns the same
+// state and changes nothing.
 func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time.Duration) (State, error) {
 	if job.Lease == "" {
 		return "", fmt.Errorf("fail %s: %w", job.ID, ErrLeaseLost)
@@ -283,7 +285,8 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 // HandBack gives back a claimed job the worker will not run to the end, without counting
 // the attempt. With after = 0 (the worker is shutting down) the job goes to the head of
 // its queue's ready list, so another worker takes it at once; with after > 0 (an
-// exclusive job whose lock is held) it is scheduled that far ahead.
+// exclusive job whose lock is held) it is scheduled that far ahead. Handing back again
+// with the same lease (a resent call) returns nil and changes nothing.
 func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) error {
 	if job.Lease == "" {
 		return fmt.Errorf("hand back %s: %w", job.ID, ErrLeaseLost)

@@ -252,6 +252,17 @@ func TestFailRetriesThenDies(t *testing.T) {
 	if c.rdb.ZScore(ctx, qk.retry, id).Err() != nil {
 		t.Fatalf("job not in retry set")
 	}
+	// The same lease failing again is a call resent after a lost reply: it gets the same
+	// outcome and changes nothing (no second failure counted, last_error kept).
+	if state, err := c.Fail(ctx, j, "resent", 0); err != nil || state != StateRetry {
+		t.Errorf("resent Fail() = %s, %v; want retry, as the first", state, err)
+	}
+	if got, _ := c.Get(ctx, "default", id); got.LastError != "boom 1" || got.State != StateRetry {
+		t.Errorf("after the resent Fail: state %s, last_error %q; want retry, boom 1", got.State, got.LastError)
+	}
+	if st, _ := c.Stats(ctx); len(st) != 1 || st[0].FailedToday != 1 {
+		t.Errorf("Stats() = %+v; want 1 failed today", st)
+	}
 	if moved, _, _ := c.Promote(ctx, "default"); moved != 1 {
 		t.Fatalf("Promote() moved %d, want 1", moved)
 	}
@@ -262,6 +273,14 @@ func TestFailRetriesThenDies(t *testing.T) {
 	state, err = c.Fail(ctx, j, "boom 2", time.Hour)
 	if err != nil || state != StateDead {
 		t.Fatalf("Fail(last attempt) = %s, %v; want dead", state, err)
+	}
+	if state, err := c.Fail(ctx, j, "resent", time.Hour); err != nil || state != StateDead {
+		t.Errorf("resent Fail(last attempt) = %s, %v; want dead, as the first", state, err)
+	}
+	stale := *j
+	stale.Lease += "x"
+	if _, err := c.Fail(ctx, &stale, "stale", 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Fail() of the dead job with another lease err = %v, want ErrLeaseLost", err)
 	}
 	got, _ := c.Get(ctx, "default", id)
 	if got.State != StateDead || got.LastError != "boom 2" {
@@ -380,6 +399,14 @@ func TestHandBackGoesFirstWithoutCountingTheAttempt(t *testing.T) {
 	j := claimOne(t, c, "default", time.Second, "w")
 	if err := c.HandBack(ctx, j, 0); err != nil {
 		t.Fatalf("HandBack() err = %v", err)
+	}
+	// Resent after a lost reply: reported handed back, nothing changed (the attempt is
+	// not taken back twice, the ID not pushed twice).
+	if err := c.HandBack(ctx, j, 0); err != nil {
+		t.Errorf("resent HandBack() err = %v, want nil", err)
+	}
+	if n := c.rdb.LLen(ctx, c.keys.queue("default").ready).Val(); n != 2 {
+		t.Errorf("ready holds %d IDs after the resent hand back, want 2", n)
 	}
 	again := claimOne(t, c, "default", time.Second, "w")
 	if again.ID != id || again.Attempt != 1 {

@@ -12,6 +12,8 @@
 -- ARGV[5+4k .. 8+4k]            id, lease token, error text, retry_in_ms (-1: skip retries):
 --                               one group per job
 -- Returns  one string per job: "retry", "dead", or "lost" (lease lost, nothing changed).
+--          A fail resent after its reply was lost finds its own lease ended (ended_lease
+--          in lib.lua) and returns the outcome again, "dead" or "retry", changing nothing.
 -- Clock    Redis TIME.
 -- Invariant only the holder of the current lease token can fail a job; a job retries only
 --          while attempt <= max_retry and it was not cancelled, so every job ends done or
@@ -26,8 +28,13 @@ local failed = 0
 for i = 5, #ARGV, 4 do
   local id, err, retry_in = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = prefix .. id
-  if ARGV[i + 1] == '' or redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
-    table.insert(out, 'lost')
+  local lease = redis.call('HGET', key, 'lease')
+  if ARGV[i + 1] == '' or lease ~= ARGV[i + 1] then
+    if ARGV[i + 1] ~= '' and lease == ended_lease(ARGV[i + 1]) then
+      if redis.call('HGET', key, 'state') == 'dead' then table.insert(out, 'dead') else table.insert(out, 'retry') end
+    else
+      table.insert(out, 'lost')
+    end
   else
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'last_error', err)
@@ -35,13 +42,13 @@ for i = 5, #ARGV, 4 do
     local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel')
     if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then
       local run_at = now + retry_in
-      redis.call('HSET', key, 'state', 'retry', 'run_at', run_at, 'finished_at', now)
-      redis.call('HDEL', key, 'lease')
+      redis.call('HSET', key, 'state', 'retry', 'run_at', run_at, 'finished_at', now,
+        'lease', ended_lease(ARGV[i + 1]))
       redis.call('ZADD', retry, run_at, id)
       retries = retries + 1
       table.insert(out, 'retry')
     else
-      to_dead(dead, prefix, id, now, retention, dead_max)
+      to_dead(dead, prefix, id, now, retention, dead_max, ARGV[i + 1])
       table.insert(out, 'dead')
     end
   end

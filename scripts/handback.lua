@@ -10,7 +10,9 @@
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  delay_ms             0: ready at once; > 0: scheduled that long from now
 -- ARGV[3+2k], ARGV[4+2k]        id, lease token: one pair per job
--- Returns  one integer per job: 1 handed back, 0 lease lost (nothing changed).
+-- Returns  one integer per job: 1 handed back, 0 lease lost (nothing changed). A hand back
+--          resent after its reply was lost finds its own lease ended (ended_lease in
+--          lib.lua) and returns 1 again, changing nothing.
 -- Clock    Redis TIME (only when delay_ms > 0).
 -- Invariant only the holder of the current lease token can hand a job back.
 
@@ -22,17 +24,22 @@ local out, n = {}, 0
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
-  if ARGV[i + 1] == '' or redis.call('HGET', key, 'lease') ~= ARGV[i + 1] then
-    table.insert(out, 0)
+  local lease = redis.call('HGET', key, 'lease')
+  if ARGV[i + 1] == '' or lease ~= ARGV[i + 1] then
+    if ARGV[i + 1] ~= '' and lease == ended_lease(ARGV[i + 1]) then
+      table.insert(out, 1)
+    else
+      table.insert(out, 0)
+    end
   else
     redis.call('ZREM', active, id)
     redis.call('HINCRBY', key, 'attempt', -1)
-    redis.call('HDEL', key, 'lease')
+    local ended = ended_lease(ARGV[i + 1])
     if delay > 0 then
-      redis.call('HSET', key, 'state', 'scheduled', 'run_at', run_at)
+      redis.call('HSET', key, 'state', 'scheduled', 'run_at', run_at, 'lease', ended)
       redis.call('ZADD', scheduled, run_at, id)
     else
-      redis.call('HSET', key, 'state', 'ready')
+      redis.call('HSET', key, 'state', 'ready', 'lease', ended)
       redis.call('RPUSH', ready, id)
     end
     n = n + 1

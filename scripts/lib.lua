@@ -40,13 +40,26 @@ local function trim(set, job_prefix, now, retention_ms, max_n, state)
   end
 end
 
+-- ended_lease is the lease an attempt leaves in its job's hash when its holder ends it
+-- (ack, fail, hand back). It matches no token, so fencing is unchanged; but a call resent
+-- after its reply was lost (go-redis sends it again) finds its own lease ended there and
+-- reports the job settled, instead of "lease lost" for a job it did settle.
+local function ended_lease(token)
+  return 'ended:' .. token
+end
+
 -- to_dead moves a job to the dead set (it is already out of every other set), releases
--- its unique key, expires its hash after retention_ms and trims the dead set.
-local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max)
+-- its unique key, expires its hash after retention_ms and trims the dead set. token: the
+-- lease of the attempt that ends here (fail), or nil (reap, cancel).
+local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max, token)
   local key = job_prefix .. id
   release_unique(key, id)
-  redis.call('HSET', key, 'state', 'dead', 'finished_at', now)
-  redis.call('HDEL', key, 'lease')
+  if token then
+    redis.call('HSET', key, 'state', 'dead', 'finished_at', now, 'lease', ended_lease(token))
+  else
+    redis.call('HSET', key, 'state', 'dead', 'finished_at', now)
+    redis.call('HDEL', key, 'lease')
+  end
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('ZADD', dead, now, id)
   trim(dead, job_prefix, now, retention_ms, dead_max, 'dead')
@@ -102,7 +115,7 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
     local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep')
     if argv[i + 1] == '' or job[1] ~= argv[i + 1] then
       -- 2: this very lease acked it already (go-redis resent an ack whose reply was lost).
-      if argv[i + 1] ~= '' and job[1] == 'done:' .. argv[i + 1] then out[#out + 1] = 2 else out[#out + 1] = 0 end
+      if argv[i + 1] ~= '' and job[1] == ended_lease(argv[i + 1]) then out[#out + 1] = 2 else out[#out + 1] = 0 end
     else
       finished[#finished + 1] = argv[i]
       held[#held + 1] = job
@@ -124,10 +137,8 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
     if retention <= 0 then
       redis.call('DEL', key)
     else
-      -- 'done:' .. token matches no token (cheaper than a separate HDEL) but tells a resent
-      -- ack of this lease from a late one.
       redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', results[n], 'lease',
-        'done:' .. tokens[n])
+        ended_lease(tokens[n]))
       redis.call('PEXPIRE', key, retention)
       kept[#kept + 1] = now
       kept[#kept + 1] = id
