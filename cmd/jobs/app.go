@@ -181,11 +181,22 @@ func targetOf(c *cli.Context) redisTarget {
 		ca: c.String("tls-ca"), cert: c.String("tls-cert"), key: c.String("tls-key")}
 }
 
-// openRedis builds the client for --redis: one server, or with --cluster a Redis
-// Cluster (go-redis's cluster URL: redis://h1:p1?addr=h2:p2&addr=h3:p3), or with
-// --sentinel-master the master that the Sentinels at those addresses name. It does not
-// dial: a bad URL or TLS file is a usage error here, an unreachable Redis fails later.
+// openRedis builds the client for --redis (see redisConfig). A bad URL or TLS file is a
+// usage error here; an unreachable Redis fails later.
 func openRedis(t redisTarget) (redis.UniversalClient, error) {
+	newClient, err := redisConfig(t)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(), nil
+}
+
+// redisConfig reads --redis and the flags around it: one server, or with --cluster a
+// Redis Cluster (go-redis's cluster URL: redis://h1:p1?addr=h2:p2&addr=h3:p3), or with
+// --sentinel-master the master that the Sentinels at those addresses name. It returns
+// how to build the client, and builds nothing itself: a client with min_idle_conns
+// starts dialing at once.
+func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 	raw, cluster, master := t.url, t.cluster, t.master
 	badURL := func(err error) error {
 		msg := err.Error()
@@ -209,14 +220,20 @@ func openRedis(t redisTarget) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(err)
 		}
+		if err := checkPool(opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns); err != nil {
+			return nil, badURL(err)
+		}
 		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addrs[0]); err != nil {
 			return nil, err
 		}
 		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
-		return redis.NewClusterClient(opts), nil
+		return func() redis.UniversalClient { return redis.NewClusterClient(opts) }, nil
 	case master != "":
 		opts, err := redis.ParseFailoverURL(raw)
 		if err != nil {
+			return nil, badURL(err)
+		}
+		if err := checkPool(opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns); err != nil {
 			return nil, badURL(err)
 		}
 		// go-redis takes the URL's user:password for the Sentinels; ours are the data's
@@ -231,18 +248,38 @@ func openRedis(t redisTarget) (redis.UniversalClient, error) {
 			return nil, err
 		}
 		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
-		return redis.NewFailoverClient(opts), nil
+		return func() redis.UniversalClient { return redis.NewFailoverClient(opts) }, nil
 	default:
 		opts, err := redis.ParseURL(raw)
 		if err != nil {
+			return nil, badURL(err)
+		}
+		if err := checkPool(opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns); err != nil {
 			return nil, badURL(err)
 		}
 		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addr); err != nil {
 			return nil, err
 		}
 		opts.DialTimeout, opts.MaxRetries, opts.DialerRetries = dialTimeout, maxRetries, dialerRetries
-		return redis.NewClient(opts), nil
+		return func() redis.UniversalClient { return redis.NewClient(opts) }, nil
 	}
+}
+
+// maxConns bounds the connection pool options a --redis URL may set (pool_size,
+// min_idle_conns, max_idle_conns, max_active_conns): go-redis sizes structures by them up
+// front, and pool_size=2000000000 ran the process out of memory (found by FuzzOpenRedis).
+const maxConns = 10000
+
+func checkPool(poolSize, minIdle, maxIdle, maxActive int) error {
+	for _, o := range []struct {
+		name string
+		n    int
+	}{{"pool_size", poolSize}, {"min_idle_conns", minIdle}, {"max_idle_conns", maxIdle}, {"max_active_conns", maxActive}} {
+		if o.n > maxConns {
+			return fmt.Errorf("%s=%d: at most %d connections", o.name, o.n, maxConns)
+		}
+	}
+	return nil
 }
 
 // ping checks that Redis answers: every master of a cluster, since each holds some

@@ -51,8 +51,9 @@ func TestBadRedisURLHidesPassword(t *testing.T) {
 }
 
 // FuzzOpenRedis: any --redis value, in each of the three forms (one server, --cluster,
-// --sentinel-master), gives a client or a one-line usage error that does not quote the
-// password, never a panic.
+// --sentinel-master), gives a client configuration or a one-line usage error that does
+// not quote the password, never a panic. It builds no client: one with min_idle_conns
+// would dial whatever host the input names.
 func FuzzOpenRedis(f *testing.F) {
 	for _, s := range []string{"redis://127.0.0.1:6379/0", "rediss://h:1?addr=h2:2&addr=h3:3", "redis://:@",
 		"redis://h:1/99999999999999999999", "unix:///tmp/r.sock?db=x", "redis://h:1?dial_timeout=-1s&addr=",
@@ -73,17 +74,23 @@ func FuzzOpenRedis(f *testing.F) {
 		}
 		for _, raw := range urls {
 			for _, tg := range []redisTarget{{url: raw}, {url: raw, cluster: true}, {url: raw, master: "mymaster"}} {
-				rdb, err := openRedis(tg)
+				_, err := redisConfig(tg)
 				if err == nil {
-					rdb.Close()
 					continue
 				}
 				var ue *usageError
 				if msg := err.Error(); !errors.As(err, &ue) || strings.Contains(msg, "\n") ||
 					check && strings.Contains(msg, marker) {
-					t.Fatalf("openRedis(%+v) = %T %q: want a one-line usage error without the password", tg, err, msg)
+					t.Fatalf("redisConfig(%+v) = %T %q: want a one-line usage error without the password", tg, err, msg)
 				}
 			}
 		}
 	})
+}
+
+func TestHugePoolSizeIsAUsageError(t *testing.T) {
+	r := runCLI("", "--redis", "redis://127.0.0.1:1/0?pool_size=2000000000", "stats")
+	if r.code != 2 || !strings.Contains(r.stderr, "pool_size=2000000000: at most 10000 connections") {
+		t.Errorf("huge pool_size = exit %d, stderr %q; want exit 2 naming pool_size", r.code, r.stderr)
+	}
 }
