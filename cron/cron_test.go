@@ -35,6 +35,10 @@ func TestParseEntry(t *testing.T) {
 		{"a:b @hourly t", Entry{}, "name"},
 		{"x @hourly", Entry{}, "NAME SPEC TYPE"},
 		{"x '@hourly t", Entry{}, "unterminated"},
+		{"x '@every 0s' t", Entry{}, "whole seconds, at least 1s"},
+		{"x '@every 500ms' t", Entry{}, "whole seconds, at least 1s"},
+		{"x '@every 1500ms' t", Entry{}, "whole seconds, at least 1s"},
+		{"x 'CRON_TZ=UTC @every 1m30s' t", Entry{Name: "x", Spec: "CRON_TZ=UTC @every 1m30s", Type: "t"}, ""},
 	}
 	for _, tc := range cases {
 		got, err := ParseEntry(tc.in)

@@ -56,6 +56,12 @@ func Schedule(spec string) (s robfig.Schedule, err error) {
 		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
 	}
 	if every, ok := s.(robfig.ConstantDelaySchedule); ok {
+		// robfig rounds a sub-second interval up to 1s and drops fractions of a second
+		// ("@every 0s" would fire every second, "@every 1500ms" every 1s): say so instead.
+		_, rest, _ := strings.Cut(spec, "@every")
+		if d, err := time.ParseDuration(strings.TrimSpace(rest)); err == nil && (d < time.Second || d%time.Second != 0) {
+			return nil, fmt.Errorf("cron spec %q: @every takes whole seconds, at least 1s", spec)
+		}
 		return aligned{every.Delay}, nil
 	}
 	return s, nil

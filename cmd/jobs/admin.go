@@ -71,6 +71,13 @@ func retryCommand(e *env) *cli.Command {
 			if all && c.String("queue") == "" {
 				return usagef("--all-dead needs --queue")
 			}
+			var id string
+			if !all {
+				var err error
+				if id, err = jobIDArg(c); err != nil {
+					return err
+				}
+			}
 			client, err := connect(c)
 			if err != nil {
 				return err
@@ -88,7 +95,6 @@ func retryCommand(e *env) *cli.Command {
 				fmt.Fprintf(e.stdout, "%d dead jobs of %s are ready again\n", n, q)
 				return nil
 			}
-			id := c.Args().First()
 			q, err := locate(c, client, id)
 			if err != nil {
 				return err
@@ -115,12 +121,15 @@ func cancelCommand(e *env) *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("cancel takes one job ID, got %d arguments", c.NArg())
 			}
+			id, err := jobIDArg(c)
+			if err != nil {
+				return err
+			}
 			client, err := connect(c)
 			if err != nil {
 				return err
 			}
 			defer client.Redis().Close()
-			id := c.Args().First()
 			q, err := locate(c, client, id)
 			if err != nil {
 				return err
@@ -223,4 +232,14 @@ func purgeCommand(e *env) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// jobIDArg is the job ID argument of inspect, retry and cancel: an empty one names no job
+// and is a usage error, not a search of every queue for "".
+func jobIDArg(c *cli.Context) (string, error) {
+	id := c.Args().First()
+	if id == "" {
+		return "", usagef("%s: the job ID is empty", c.Command.Name)
+	}
+	return id, nil
 }

@@ -87,10 +87,3 @@ func FuzzOpenRedis(f *testing.F) {
 		}
 	})
 }
-
-func TestHugePoolSizeIsAUsageError(t *testing.T) {
-	r := runCLI("", "--redis", "redis://127.0.0.1:1/0?pool_size=2000000000", "stats")
-	if r.code != 2 || !strings.Contains(r.stderr, "pool_size=2000000000: at most 10000 connections") {
-		t.Errorf("huge pool_size = exit %d, stderr %q; want exit 2 naming pool_size", r.code, r.stderr)
-	}
-}

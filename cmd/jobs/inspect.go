@@ -25,7 +25,10 @@ func inspectCommand(e *env) *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("inspect takes one job ID, got %d arguments", c.NArg())
 			}
-			id := c.Args().First()
+			id, err := jobIDArg(c)
+			if err != nil {
+				return err
+			}
 			client, err := connect(c)
 			if err != nil {
 				return err

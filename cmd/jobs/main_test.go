@@ -162,6 +162,11 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"enqueue", "--unique-for", "-1s", "t"}, 2, "unique ttl"},
 		{[]string{"inspect"}, 2, "one job ID"},
 		{[]string{"inspect", "NOPE"}, 1, "no job NOPE"},
+		{[]string{"inspect", ""}, 2, "job ID is empty"},
+		{[]string{"retry", ""}, 2, "job ID is empty"},
+		{[]string{"cancel", ""}, 2, "job ID is empty"},
+		{[]string{"cron", "add", "x", "@every 0s", "t"}, 2, "whole seconds"},
+		{[]string{"scheduler", "--cron", "x '@every 500ms' t"}, 2, "whole seconds"},
 		{[]string{"worker"}, 2, "--run"},
 		{[]string{"worker", "--run", "noequals"}, 2, "TYPE=COMMAND"},
 		{[]string{"worker", "--run", "t=sh -c 'open"}, 2, "unterminated"},
@@ -174,6 +179,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"bench", "--n", "0"}, 2, "N"},
 		{[]string{"--prefix", "a{b}", "enqueue", "t"}, 2, "prefix"},
 		{[]string{"--redis", "http://x", "enqueue", "t"}, 2, "--redis"},
+		{[]string{"--redis", "redis://127.0.0.1:1/0?pool_size=2000000000", "stats"}, 2, "pool_size=2000000000: at most 10000 connections"},
 	}
 	for _, tc := range cases {
 		r := jobs(t, p, "", tc.args...)
