@@ -18,7 +18,9 @@
 //     returns the job to retry. Handlers should be idempotent; Job.ID and Job.Attempt help.
 //   - Lease fencing. A claim gives the job a fresh lease token. Heartbeat, Ack, Fail and
 //     HandBack change nothing without the current token (ErrLeaseLost), so a worker whose
-//     lease expired cannot overwrite the run that replaced it.
+//     lease expired cannot overwrite the run that replaced it. Ack, Fail and HandBack leave
+//     the token marked ended, so the same call resent after a lost reply gets its first
+//     outcome again instead of ErrLeaseLost.
 //   - One clock. Scripts read Redis's TIME: due times and lease deadlines do not depend on
 //     the workers' clocks. Only At(t) takes a client's time, as given.
 //   - Cluster safe. All keys of a queue share the hash tag {queue}; every script touches
