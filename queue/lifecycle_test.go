@@ -213,6 +213,25 @@ func TestClaimAckDone(t *testing.T) {
 	if err := c.Ack(ctx, &other, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Ack() of a done job with another lease err = %v, want ErrLeaseLost", err)
 	}
+	// The ended lease left in the hash ("done!<token>") is never a token itself: presented
+	// as one, it is refused by every transition, and the done job stays out of active.
+	forged := *j
+	forged.Lease = "done!" + j.Lease
+	if lost, _, err := c.Heartbeat(ctx, "default", time.Minute, []*Job{&forged}); err != nil || len(lost) != 1 {
+		t.Errorf("Heartbeat(ended lease as a token) lost = %v, %v; want it lost", lost, err)
+	}
+	if _, err := c.Fail(ctx, &forged, "x", 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Fail(ended lease as a token) err = %v, want ErrLeaseLost", err)
+	}
+	if err := c.HandBack(ctx, &forged, 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("HandBack(ended lease as a token) err = %v, want ErrLeaseLost", err)
+	}
+	if err := c.Ack(ctx, &forged, nil); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Ack(ended lease as a token) err = %v, want ErrLeaseLost", err)
+	}
+	if c.rdb.ZScore(ctx, qk.active, j.ID).Err() == nil {
+		t.Errorf("the done job is back in active")
+	}
 }
 
 func TestDoneRetentionNegativeDeletes(t *testing.T) {
@@ -263,6 +282,14 @@ func TestFailRetriesThenDies(t *testing.T) {
 	if st, _ := c.Stats(ctx); len(st) != 1 || st[0].FailedToday != 1 {
 		t.Errorf("Stats() = %+v; want 1 failed today", st)
 	}
+	// Only the same call is recognised: that lease was ended by a fail, not an ack or a
+	// hand back.
+	if err := c.Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Ack() with the lease a fail ended err = %v, want ErrLeaseLost", err)
+	}
+	if err := c.HandBack(ctx, j, 0); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("HandBack() with the lease a fail ended err = %v, want ErrLeaseLost", err)
+	}
 	if moved, _, _ := c.Promote(ctx, "default"); moved != 1 {
 		t.Fatalf("Promote() moved %d, want 1", moved)
 	}
@@ -291,6 +318,15 @@ func TestFailRetriesThenDies(t *testing.T) {
 	}
 	if ttl := c.rdb.PTTL(ctx, qk.job(id)).Val(); ttl < 29*24*time.Hour {
 		t.Errorf("dead job TTL %s, want ~30 days", ttl)
+	}
+	if err := c.Retry(ctx, "default", id); err != nil { // an operator revives it
+		t.Fatalf("Retry() err = %v", err)
+	}
+	if state, err := c.Fail(ctx, j, "resent", time.Hour); !errors.Is(err, ErrLeaseLost) && (err != nil || state != StateDead) {
+		t.Errorf("Fail() resent after the job was revived = %s, %v; want dead (its first outcome) or lease lost", state, err)
+	}
+	if got, _ := c.Get(ctx, "default", id); got.State == StateDead || got.State == StateRetry && got.LastError == "resent" {
+		t.Errorf("the resent Fail changed the revived job: %+v", got)
 	}
 }
 

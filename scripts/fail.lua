@@ -12,8 +12,8 @@
 -- ARGV[5+4k .. 8+4k]            id, lease token, error text, retry_in_ms (-1: skip retries):
 --                               one group per job
 -- Returns  one string per job: "retry", "dead", or "lost" (lease lost, nothing changed).
---          A fail resent after its reply was lost finds its own lease ended (ended_lease
---          in lib.lua) and returns the outcome again, "dead" or "retry", changing nothing.
+--          A fail resent after its reply was lost finds its own lease ended with its
+--          outcome (ended_lease in lib.lua) and returns it again, changing nothing.
 -- Clock    Redis TIME.
 -- Invariant only the holder of the current lease token can fail a job; a job retries only
 --          while attempt <= max_retry and it was not cancelled, so every job ends done or
@@ -29,12 +29,9 @@ for i = 5, #ARGV, 4 do
   local id, err, retry_in = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
   local key = prefix .. id
   local lease = redis.call('HGET', key, 'lease')
-  if ARGV[i + 1] == '' or lease ~= ARGV[i + 1] then
-    if ARGV[i + 1] ~= '' and lease == ended_lease(ARGV[i + 1]) then
-      if redis.call('HGET', key, 'state') == 'dead' then table.insert(out, 'dead') else table.insert(out, 'retry') end
-    else
-      table.insert(out, 'lost')
-    end
+  if not holds(lease, ARGV[i + 1]) then
+    local ended = ended_outcome(lease, ARGV[i + 1])
+    if ended == 'retry' or ended == 'dead' then table.insert(out, ended) else table.insert(out, 'lost') end
   else
     redis.call('ZREM', active, id)
     redis.call('HSET', key, 'last_error', err)
@@ -43,7 +40,7 @@ for i = 5, #ARGV, 4 do
     if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then
       local run_at = now + retry_in
       redis.call('HSET', key, 'state', 'retry', 'run_at', run_at, 'finished_at', now,
-        'lease', ended_lease(ARGV[i + 1]))
+        'lease', ended_lease('retry', ARGV[i + 1]))
       redis.call('ZADD', retry, run_at, id)
       retries = retries + 1
       table.insert(out, 'retry')

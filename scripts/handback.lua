@@ -25,16 +25,12 @@ for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
   local lease = redis.call('HGET', key, 'lease')
-  if ARGV[i + 1] == '' or lease ~= ARGV[i + 1] then
-    if ARGV[i + 1] ~= '' and lease == ended_lease(ARGV[i + 1]) then
-      table.insert(out, 1)
-    else
-      table.insert(out, 0)
-    end
+  if not holds(lease, ARGV[i + 1]) then
+    if ended_outcome(lease, ARGV[i + 1]) == 'back' then table.insert(out, 1) else table.insert(out, 0) end
   else
     redis.call('ZREM', active, id)
     redis.call('HINCRBY', key, 'attempt', -1)
-    local ended = ended_lease(ARGV[i + 1])
+    local ended = ended_lease('back', ARGV[i + 1])
     if delay > 0 then
       redis.call('HSET', key, 'state', 'scheduled', 'run_at', run_at, 'lease', ended)
       redis.call('ZADD', scheduled, run_at, id)

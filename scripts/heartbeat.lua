@@ -17,7 +17,7 @@ local lost, cancelled, renewed, ids = {}, {}, {}, {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local job = redis.call('HMGET', prefix .. id, 'lease', 'cancel')
-  if ARGV[i + 1] ~= '' and job[1] == ARGV[i + 1] then
+  if holds(job[1], ARGV[i + 1]) then
     table.insert(ids, id)
     table.insert(renewed, deadline)
     table.insert(renewed, id)

@@ -40,12 +40,26 @@ local function trim(set, job_prefix, now, retention_ms, max_n, state)
   end
 end
 
--- ended_lease is the lease an attempt leaves in its job's hash when its holder ends it
--- (ack, fail, hand back). It matches no token, so fencing is unchanged; but a call resent
--- after its reply was lost (go-redis sends it again) finds its own lease ended there and
--- reports the job settled, instead of "lease lost" for a job it did settle.
-local function ended_lease(token)
-  return 'ended:' .. token
+-- Lease tokens are what claim hands out: base36 with '.' and ':', never a '!'. When the
+-- holder ends its attempt, the job's lease becomes outcome .. '!' .. token (outcome: done,
+-- retry, dead or back). That matches no token, so fencing is unchanged, yet the same call
+-- resent after its reply was lost (go-redis sends it again) finds its own outcome there
+-- and reports it again instead of "lease lost" for a job it did settle.
+-- holds: token is the job's current lease (a token with a '!' is never one).
+local function holds(lease, token)
+  return token ~= '' and lease == token and not string.find(token, '!', 1, true)
+end
+
+local function ended_lease(outcome, token)
+  return outcome .. '!' .. token
+end
+
+-- ended_outcome: the outcome with which token ended this lease, or nil.
+local function ended_outcome(lease, token)
+  if not lease or token == '' or string.find(token, '!', 1, true) then return nil end
+  local i = string.find(lease, '!', 1, true)
+  if i and string.sub(lease, i + 1) == token then return string.sub(lease, 1, i - 1) end
+  return nil
 end
 
 -- to_dead moves a job to the dead set (it is already out of every other set), releases
@@ -55,7 +69,7 @@ local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max, token)
   local key = job_prefix .. id
   release_unique(key, id)
   if token then
-    redis.call('HSET', key, 'state', 'dead', 'finished_at', now, 'lease', ended_lease(token))
+    redis.call('HSET', key, 'state', 'dead', 'finished_at', now, 'lease', ended_lease('dead', token))
   else
     redis.call('HSET', key, 'state', 'dead', 'finished_at', now)
     redis.call('HDEL', key, 'lease')
@@ -113,9 +127,9 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
   local out, finished, held, results, tokens = {}, {}, {}, {}, {}
   for i = from, #argv, 3 do
     local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep')
-    if argv[i + 1] == '' or job[1] ~= argv[i + 1] then
+    if not holds(job[1], argv[i + 1]) then
       -- 2: this very lease acked it already (go-redis resent an ack whose reply was lost).
-      if argv[i + 1] ~= '' and job[1] == ended_lease(argv[i + 1]) then out[#out + 1] = 2 else out[#out + 1] = 0 end
+      if ended_outcome(job[1], argv[i + 1]) == 'done' then out[#out + 1] = 2 else out[#out + 1] = 0 end
     else
       finished[#finished + 1] = argv[i]
       held[#held + 1] = job
@@ -138,7 +152,7 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
       redis.call('DEL', key)
     else
       redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', results[n], 'lease',
-        ended_lease(tokens[n]))
+        ended_lease('done', tokens[n]))
       redis.call('PEXPIRE', key, retention)
       kept[#kept + 1] = now
       kept[#kept + 1] = id

@@ -16,7 +16,10 @@ import (
 // deadline as DeadlineExceeded too. The context package would hook such a child straight
 // onto the inner WithCancelCause context, whose Err is Canceled, when our Done is that
 // context's Done channel; so Done is a channel of our own, and the child is hooked through
-// AfterFunc instead, which gives it our Err and the inner context's cause.
+// AfterFunc instead, which gives it our Err and the inner context's cause. Such a child
+// ends on a goroutine of its own a moment after Done closes, as with any AfterFunc; and
+// Err turns non-nil a moment before Done closes (the inner context is cancelled first, so
+// that whoever wakes on Done finds the cause set).
 type jobCtx struct {
 	context.Context // from context.WithCancelCause: holds the cause
 	cancelInner     context.CancelCauseFunc
@@ -28,8 +31,10 @@ type jobCtx struct {
 	ended bool
 }
 
+// newJobCtx makes a handler's context: parent's values, never its cancellation (the job
+// context ends only through cancel, which also closes Done).
 func newJobCtx(parent context.Context, deadline time.Time, result *[]byte) *jobCtx {
-	inner, cancel := context.WithCancelCause(parent)
+	inner, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	return &jobCtx{Context: inner, cancelInner: cancel, deadline: deadline, result: result}
 }
 

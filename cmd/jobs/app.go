@@ -220,7 +220,8 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(err)
 		}
-		if err := checkPool(opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns); err != nil {
+		if err := checkPool(poolOptions{opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns,
+			opts.MaxConcurrentDials, opts.PipelinePoolSize, opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize}); err != nil {
 			return nil, badURL(err)
 		}
 		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addrs[0]); err != nil {
@@ -233,7 +234,8 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(err)
 		}
-		if err := checkPool(opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns); err != nil {
+		if err := checkPool(poolOptions{opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns,
+			opts.MaxConcurrentDials, opts.PipelinePoolSize, opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize}); err != nil {
 			return nil, badURL(err)
 		}
 		// go-redis takes the URL's user:password for the Sentinels; ours are the data's
@@ -254,7 +256,8 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(err)
 		}
-		if err := checkPool(opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns); err != nil {
+		if err := checkPool(poolOptions{opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns,
+			opts.MaxConcurrentDials, opts.PipelinePoolSize, opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize}); err != nil {
 			return nil, badURL(err)
 		}
 		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addr); err != nil {
@@ -265,18 +268,30 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 	}
 }
 
-// maxConns bounds the connection pool options a --redis URL may set (pool_size,
-// min_idle_conns, max_idle_conns, max_active_conns): go-redis sizes structures by them up
-// front, and pool_size=2000000000 ran the process out of memory (found by FuzzOpenRedis).
-const maxConns = 10000
+// poolOptions are the sizes a --redis URL may set that go-redis allocates by up front
+// (pool_size=2000000000 ran the process out of memory, pool_size=-5 panicked: found by
+// FuzzOpenRedis and a review), so they are bounded here.
+type poolOptions struct {
+	poolSize, minIdle, maxIdle, maxActive, maxDials, pipelinePool, pipelineRead, pipelineWrite int
+}
 
-func checkPool(poolSize, minIdle, maxIdle, maxActive int) error {
-	for _, o := range []struct {
-		name string
-		n    int
-	}{{"pool_size", poolSize}, {"min_idle_conns", minIdle}, {"max_idle_conns", maxIdle}, {"max_active_conns", maxActive}} {
-		if o.n > maxConns {
-			return fmt.Errorf("%s=%d: at most %d connections", o.name, o.n, maxConns)
+const maxConns, maxBuffer = 10000, 64 << 20
+
+func checkPool(o poolOptions) error {
+	for _, f := range []struct {
+		name     string
+		n, least int
+		most     int
+	}{
+		{"pool_size", o.poolSize, 0, maxConns}, {"min_idle_conns", o.minIdle, 0, maxConns},
+		{"max_idle_conns", o.maxIdle, 0, maxConns}, {"max_active_conns", o.maxActive, 0, maxConns},
+		{"max_concurrent_dials", o.maxDials, 0, maxConns},
+		{"pipeline_pool_size", o.pipelinePool, -1, maxConns}, // -1 turns the pipeline pool off
+		{"pipeline_read_buffer_size", o.pipelineRead, 0, maxBuffer},
+		{"pipeline_write_buffer_size", o.pipelineWrite, 0, maxBuffer},
+	} {
+		if f.n < f.least || f.n > f.most {
+			return fmt.Errorf("%s=%d: want %d to %d", f.name, f.n, f.least, f.most)
 		}
 	}
 	return nil

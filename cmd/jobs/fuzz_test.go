@@ -87,3 +87,30 @@ func FuzzOpenRedis(f *testing.F) {
 		}
 	})
 }
+
+// TestPoolOptionsNeverCrash builds real clients (not only configurations, as the fuzz
+// target does) from every bounded pool option at and around its bounds: each is a client
+// or a usage error, never a panic or a huge allocation. Clients dial nothing but
+// 127.0.0.1:1, and only with min_idle_conns.
+func TestPoolOptionsNeverCrash(t *testing.T) {
+	for _, name := range []string{"pool_size", "min_idle_conns", "max_idle_conns", "max_active_conns",
+		"max_concurrent_dials", "pipeline_pool_size", "pipeline_read_buffer_size", "pipeline_write_buffer_size"} {
+		for _, v := range []string{"-5", "-1", "0", "1", "10000", "10001", "67108864", "67108865", "2000000000"} {
+			raw := "redis://127.0.0.1:1/0?" + name + "=" + v
+			for _, tg := range []redisTarget{{url: raw}, {url: raw, cluster: true}, {url: raw, master: "m"}} {
+				newClient, err := redisConfig(tg)
+				if err != nil {
+					var ue *usageError
+					if !errors.As(err, &ue) || !strings.Contains(err.Error(), name) {
+						t.Errorf("%+v: %v; want a usage error naming %s", tg, err, name)
+					}
+					continue
+				}
+				if name == "min_idle_conns" && v != "0" && v != "1" {
+					continue // valid, and building it would start that many dials
+				}
+				newClient().Close()
+			}
+		}
+	}
+}

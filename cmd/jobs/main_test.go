@@ -179,7 +179,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"bench", "--n", "0"}, 2, "N"},
 		{[]string{"--prefix", "a{b}", "enqueue", "t"}, 2, "prefix"},
 		{[]string{"--redis", "http://x", "enqueue", "t"}, 2, "--redis"},
-		{[]string{"--redis", "redis://127.0.0.1:1/0?pool_size=2000000000", "stats"}, 2, "pool_size=2000000000: at most 10000 connections"},
+		{[]string{"--redis", "redis://127.0.0.1:1/0?pool_size=2000000000", "stats"}, 2, "pool_size=2000000000: want 0 to 10000"},
 	}
 	for _, tc := range cases {
 		r := jobs(t, p, "", tc.args...)

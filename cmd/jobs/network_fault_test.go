@@ -59,9 +59,9 @@ func TestNetworkCutAndStall(t *testing.T) {
 		for _, id := range rdb.ZRange(ctx, k.key("active"), 0, -1).Val() {
 			h := rdb.HMGet(ctx, k.job(id), "worker", "lease").Val()
 			w, _ := h[0].(string)
-			// A lease that is empty or ended (ack, fail, hand back: "ended:<token>") is a
+			// A lease that is empty or ended (ack, fail, hand back: "<outcome>!<token>") is a
 			// job settled since ZRANGE: it is back already.
-			if lease, _ := h[1].(string); lease != "" && !strings.HasPrefix(lease, "ended:") &&
+			if lease, _ := h[1].(string); lease != "" && !strings.Contains(lease, "!") &&
 				(worker == "" || w == worker) {
 				out[id] = lease
 			}
