@@ -10,9 +10,10 @@
 // Handler contract: return nil for success, an error to retry (with backoff, up to the
 // job's max_retry), SkipRetry(err) to dead-letter at once. A panic is a failure with its
 // stack in last_error. Watch ctx: it is cancelled at the timeout (its Deadline; Err is
-// then context.DeadlineExceeded, in contexts derived from it too), when the lease is lost, when an operator cancels the
-// job, and when shutdown runs out of time; context.Cause says which. A handler that
-// ignores it is abandoned 5s later (the attempt fails; its goroutine cannot be killed).
+// then context.DeadlineExceeded, in contexts derived from it too), when the lease is
+// lost, when an operator cancels the job, and when shutdown runs out of time;
+// context.Cause says which. A handler that ignores it is abandoned Config.AbandonGrace
+// (5s) later (the attempt fails; its goroutine cannot be killed).
 // Delivery is at-least-once: make handlers idempotent.
 //
 // Exec handlers (`jobs worker --run TYPE=COMMAND`) run a program per job: payload on

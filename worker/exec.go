@@ -78,7 +78,7 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		select {
 		case <-waited:
-		case <-time.After(abandonGrace): // a grandchild escaped the group and holds a pipe
+		case <-time.After(DefaultAbandonGrace): // a grandchild escaped the group and holds a pipe
 		}
 		return fmt.Errorf("%s killed: %w", e.Args[0], context.Cause(ctx))
 	}

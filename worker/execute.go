@@ -14,11 +14,6 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// abandonGrace is how long a handler may take to return once its context is cancelled.
-// Past it the handler is abandoned (its goroutine cannot be killed) and the attempt is
-// settled without it, so one stuck handler cannot hold a slot or a shutdown forever.
-const abandonGrace = 5 * time.Second
-
 // reportTimeout bounds the Redis call that settles an attempt. It runs on a context of
 // its own: a worker that is shutting down must still report the jobs it finished.
 const reportTimeout = 10 * time.Second
@@ -41,7 +36,7 @@ type outcome struct {
 //
 // The handler runs on the caller's goroutine, under a jobCtx: no goroutine, channel or
 // timer per job (deadlineLoop enforces every timeout with one timer). One that has not
-// returned abandonGrace after its context ended
+// returned Config.AbandonGrace after its context ended
 // is abandoned by watchLoop, which settles the attempt as failed, frees the slot and
 // calls jobs.Done for the caller, whose goroutine stays blocked in the handler (it cannot
 // be killed). execute then reports abandoned once the handler returns, if it ever does,
@@ -131,12 +126,13 @@ func (w *Worker) forget(r *run) {
 	w.mu.Unlock()
 }
 
-// watchLoop abandons handlers that have not returned abandonGrace after their context
+// watchLoop abandons handlers that have not returned Config.AbandonGrace after their context
 // ended (timeout, lost lease, cancel, shutdown), so one stuck handler cannot hold a slot
 // or a shutdown forever. One loop for all jobs, checking twice a second, instead of a
 // timer per job.
 func (w *Worker) watchLoop(ctx context.Context, jobs *sync.WaitGroup) {
-	t := time.NewTicker(abandonGrace / 10)
+	grace := w.cfg.AbandonGrace
+	t := time.NewTicker(max(grace/10, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -152,7 +148,7 @@ func (w *Worker) watchLoop(ctx context.Context, jobs *sync.WaitGroup) {
 			case r.ctx.Err() == nil:
 			case r.ended.IsZero():
 				r.ended = now
-			case now.Sub(r.ended) >= abandonGrace && r.taken.CompareAndSwap(false, true):
+			case now.Sub(r.ended) >= grace && r.taken.CompareAndSwap(false, true):
 				stuck = append(stuck, r)
 			}
 		}
@@ -161,7 +157,7 @@ func (w *Worker) watchLoop(ctx context.Context, jobs *sync.WaitGroup) {
 			go func() {
 				defer jobs.Done()
 				w.finish(r, outcome{
-					err:   fmt.Errorf("handler abandoned: it did not return within %s of its context ending", abandonGrace),
+					err:   fmt.Errorf("handler abandoned: it did not return within %s of its context ending", grace),
 					cause: context.Cause(r.ctx), took: time.Since(r.began)})
 			}()
 		}

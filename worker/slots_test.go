@@ -111,15 +111,16 @@ func TestShutdownHandsBackBufferedJobs(t *testing.T) {
 	}
 }
 
-// A handler that ignores its context is abandoned abandonGrace after its timeout: the
-// attempt fails, its slot runs the next job, and the worker still stops, while the
+// A handler that ignores its context is abandoned Config.AbandonGrace after its timeout:
+// the attempt fails, its slot runs the next job, and the worker still stops, while the
 // handler's goroutine stays blocked.
 func TestHandlerIgnoringItsContextIsAbandoned(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	stuck := make(chan struct{})
 	defer close(stuck)
-	stop := startWorker(t, c, Config{Concurrency: 1, Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+	const grace = 300 * time.Millisecond
+	stop := startWorker(t, c, Config{Concurrency: 1, AbandonGrace: grace, Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		if j.Type == "stuck" {
 			<-stuck // never looks at ctx
 		}
@@ -127,8 +128,13 @@ func TestHandlerIgnoringItsContextIsAbandoned(t *testing.T) {
 	})})
 	id := enqueue(t, c, "stuck", "", queue.Timeout(100*time.Millisecond), queue.MaxRetry(0))
 	next := enqueue(t, c, "fast", "")
-	j := waitState(t, c, "default", id, queue.StateDead, abandonGrace+5*time.Second)
-	if !strings.Contains(j.LastError, "handler abandoned") || !strings.Contains(j.LastError, "timeout after 100ms") {
+	began := time.Now()
+	j := waitState(t, c, "default", id, queue.StateDead, grace+5*time.Second)
+	if took := time.Since(began); took < grace {
+		t.Errorf("abandoned %s after the enqueue, before its %s timeout plus %s grace", took, 100*time.Millisecond, grace)
+	}
+	if !strings.Contains(j.LastError, "handler abandoned") || !strings.Contains(j.LastError, "within 300ms") ||
+		!strings.Contains(j.LastError, "timeout after 100ms") {
 		t.Errorf("abandoned job last_error = %q, want the abandonment and the timeout", j.LastError)
 	}
 	waitState(t, c, "default", next, queue.StateDone, 5*time.Second) // the only slot is free again

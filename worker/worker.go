@@ -23,6 +23,7 @@ const (
 	DefaultConcurrency     = 10
 	DefaultLease           = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultAbandonGrace    = 5 * time.Second
 )
 
 // Config configures a Worker. Zero fields mean their documented defaults.
@@ -44,6 +45,12 @@ type Config struct {
 	// jobs to finish before cancelling them and handing them back to their queues.
 	// Default: 30s.
 	ShutdownTimeout time.Duration
+	// AbandonGrace is how long a handler may take to return once its context has ended
+	// (timeout, lost lease, cancel, shutdown). Past it the handler is abandoned: the attempt
+	// is recorded as failed and its slot runs the next job, while its goroutine, which
+	// cannot be killed, stays blocked: one stuck handler cannot hold a slot or a shutdown
+	// forever. Default: 5s.
+	AbandonGrace time.Duration
 	// BackoffFunc sets the wait before each retry. Default: DefaultBackoff.
 	BackoffFunc BackoffFunc
 	// Logger receives the worker's logs. Default: slog.Default().
@@ -63,6 +70,7 @@ func (c Config) withDefaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.AbandonGrace = cmp.Or(c.AbandonGrace, DefaultAbandonGrace)
 	if c.BackoffFunc == nil {
 		c.BackoffFunc = DefaultBackoff
 	}
@@ -87,6 +95,9 @@ func (c Config) validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("worker: Config.ShutdownTimeout %s is negative", c.ShutdownTimeout)
+	}
+	if c.AbandonGrace < 0 {
+		return fmt.Errorf("worker: Config.AbandonGrace %s is negative", c.AbandonGrace)
 	}
 	for q, w := range c.Queues {
 		if err := queue.ValidateQueue(q); err != nil {

@@ -174,6 +174,7 @@ func TestBadUsage(t *testing.T) {
 		{[]string{"worker", "--run", "t=a", "--queue", "q=0"}, 2, "weight"},
 		{[]string{"worker", "--run", "t=a", "--log-level", "loud"}, 2, "log-level"},
 		{[]string{"worker", "--run", "t=a", "--concurrency", "0"}, 2, "concurrency"},
+		{[]string{"worker", "--run", "t=a", "--abandon-grace", "0s"}, 2, "abandon-grace"},
 		{[]string{"worker", "--run", "t=a", "--dead-max", "0"}, 2, "dead-max"},
 		{[]string{"bench", "--mode", "nope"}, 2, "mode"},
 		{[]string{"bench", "--n", "0"}, 2, "N"},

@@ -31,6 +31,7 @@ func workerCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
 			&cli.DurationFlag{Name: "lease", Value: worker.DefaultLease, Usage: "claim length, renewed while a job runs; a crashed worker's jobs return after about this long"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: worker.DefaultShutdownTimeout, Usage: "on SIGTERM, how long running jobs may finish before they are handed back"},
+			&cli.DurationFlag{Name: "abandon-grace", Value: worker.DefaultAbandonGrace, Usage: "how long a handler may take to return once its job is cancelled or timed out; then it is abandoned and the attempt fails"},
 			&cli.DurationFlag{Name: "done-retention", Value: queue.DefaultDoneRetention, Usage: "how long a done job stays readable (negative: deleted at once)"},
 			&cli.DurationFlag{Name: "dead-retention", Value: queue.DefaultDeadRetention, Usage: "how long a dead job stays in the dead set"},
 			&cli.IntFlag{Name: "dead-max", Value: queue.DefaultDeadMax, Usage: "most dead jobs kept per queue (oldest go first)"},
@@ -63,6 +64,9 @@ func workerCommand(e *env) *cli.Command {
 			if c.Duration("lease") < time.Second {
 				return usagef("--lease %s: must be at least 1s", c.Duration("lease"))
 			}
+			if c.Duration("abandon-grace") <= 0 {
+				return usagef("--abandon-grace %s: must be positive", c.Duration("abandon-grace"))
+			}
 			if c.Duration("done-retention") == 0 || c.Duration("dead-retention") <= 0 || c.Int("dead-max") <= 0 {
 				return usagef("--done-retention must be non-zero, --dead-retention and --dead-max positive")
 			}
@@ -84,6 +88,7 @@ func workerCommand(e *env) *cli.Command {
 				Concurrency:     c.Int("concurrency"),
 				Lease:           c.Duration("lease"),
 				ShutdownTimeout: c.Duration("shutdown-timeout"),
+				AbandonGrace:    c.Duration("abandon-grace"),
 				Logger:          logger,
 			})
 			if err != nil {
