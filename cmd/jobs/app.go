@@ -212,16 +212,16 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 	}
 	// Fail fast on a wrong address (DialerRetries); workers retry with their own backoff.
 	const dialTimeout, maxRetries, dialerRetries = 2 * time.Second, 1, 2
-	switch {
-	case cluster && master != "":
+	if cluster && master != "" {
 		return nil, usagef("--cluster and --sentinel-master exclude each other")
+	}
+	if err := checkPool(raw); err != nil {
+		return nil, badURL(err)
+	}
+	switch {
 	case cluster:
 		opts, err := redis.ParseClusterURL(raw)
 		if err != nil {
-			return nil, badURL(err)
-		}
-		if err := checkPool(poolOptions{opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns,
-			opts.MaxConcurrentDials, opts.PipelinePoolSize, opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize}); err != nil {
 			return nil, badURL(err)
 		}
 		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addrs[0]); err != nil {
@@ -232,10 +232,6 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 	case master != "":
 		opts, err := redis.ParseFailoverURL(raw)
 		if err != nil {
-			return nil, badURL(err)
-		}
-		if err := checkPool(poolOptions{opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns,
-			opts.MaxConcurrentDials, opts.PipelinePoolSize, opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize}); err != nil {
 			return nil, badURL(err)
 		}
 		// go-redis takes the URL's user:password for the Sentinels; ours are the data's
@@ -256,10 +252,6 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 		if err != nil {
 			return nil, badURL(err)
 		}
-		if err := checkPool(poolOptions{opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns,
-			opts.MaxConcurrentDials, opts.PipelinePoolSize, opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize}); err != nil {
-			return nil, badURL(err)
-		}
 		if opts.TLSConfig, err = tlsConfig(t, opts.TLSConfig, opts.Addr); err != nil {
 			return nil, err
 		}
@@ -268,30 +260,35 @@ func redisConfig(t redisTarget) (func() redis.UniversalClient, error) {
 	}
 }
 
-// poolOptions are the sizes a --redis URL may set that go-redis allocates by up front
+// poolLimits bound the sizes a --redis URL may set that go-redis allocates by up front
 // (pool_size=2000000000 ran the process out of memory, pool_size=-5 panicked: found by
-// FuzzOpenRedis and a review), so they are bounded here.
-type poolOptions struct {
-	poolSize, minIdle, maxIdle, maxActive, maxDials, pipelinePool, pipelineRead, pipelineWrite int
+// FuzzOpenRedis and a review). The names are go-redis's URL parameters, the same in its
+// three URL forms, so they are checked once on the URL itself.
+var poolLimits = []struct {
+	name        string
+	least, most int
+}{
+	{"pool_size", 0, maxConns}, {"min_idle_conns", 0, maxConns}, {"max_idle_conns", 0, maxConns},
+	{"max_active_conns", 0, maxConns}, {"max_concurrent_dials", 0, maxConns},
+	{"pipeline_pool_size", -1, maxConns}, // -1 turns the pipeline pool off
+	{"pipeline_read_buffer_size", 0, maxBuffer}, {"pipeline_write_buffer_size", 0, maxBuffer},
 }
 
 const maxConns, maxBuffer = 10000, 64 << 20
 
-func checkPool(o poolOptions) error {
-	for _, f := range []struct {
-		name     string
-		n, least int
-		most     int
-	}{
-		{"pool_size", o.poolSize, 0, maxConns}, {"min_idle_conns", o.minIdle, 0, maxConns},
-		{"max_idle_conns", o.maxIdle, 0, maxConns}, {"max_active_conns", o.maxActive, 0, maxConns},
-		{"max_concurrent_dials", o.maxDials, 0, maxConns},
-		{"pipeline_pool_size", o.pipelinePool, -1, maxConns}, // -1 turns the pipeline pool off
-		{"pipeline_read_buffer_size", o.pipelineRead, 0, maxBuffer},
-		{"pipeline_write_buffer_size", o.pipelineWrite, 0, maxBuffer},
-	} {
-		if f.n < f.least || f.n > f.most {
-			return fmt.Errorf("%s=%d: want %d to %d", f.name, f.n, f.least, f.most)
+// checkPool refuses a pool or buffer size out of poolLimits. A URL that does not parse,
+// or a value that is not a number, is left to go-redis's parser to report.
+func checkPool(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	q := u.Query()
+	for _, l := range poolLimits {
+		for _, v := range q[l.name] {
+			if n, err := strconv.Atoi(v); err == nil && (n < l.least || n > l.most) {
+				return fmt.Errorf("%s=%d: want %d to %d", l.name, n, l.least, l.most)
+			}
 		}
 	}
 	return nil

@@ -17,26 +17,35 @@ func FuzzParseFileJob(f *testing.F) {
 	})
 }
 
+// passwordMarker starts every password the fuzz targets hide: the rest of a URL cannot
+// spell it, so finding it in an output means the password leaked, even in part.
+const passwordMarker = "Pw7Secret"
+
+// markedPassword returns the password to put in a URL whose other part is rest, and
+// whether the check is sound for this input: the password holds no URL delimiter, and
+// rest has no '%' escape (redact re-escapes the host, and "%A0"+"00000" once read as a
+// password "A000000") and does not contain the marker.
+func markedPassword(rest, password string) (string, bool) {
+	ok := !strings.ContainsAny(password, "@/:?#%[]& ") && !strings.Contains(rest, "%") &&
+		!strings.Contains(strings.ToLower(rest), strings.ToLower(passwordMarker))
+	return passwordMarker + password, ok
+}
+
 // FuzzRedact: a password in a Redis URL never survives redaction.
 func FuzzRedact(f *testing.F) {
 	f.Add("127.0.0.1:6379/0", "hunter2")
 	f.Add("h:1", "s3cret")
 	f.Fuzz(func(t *testing.T, hostPath, password string) {
-		// The password starts with a marker the rest cannot spell (no '%' escapes in it:
-		// redact re-escapes the host, and "%A0"+"00000" once read as a password "A000000"),
-		// so finding the marker means the password leaked.
-		const marker = "Pw7Secret"
-		if strings.ContainsAny(password, "@/:?#%[]& ") || strings.Contains(hostPath, "%") ||
-			strings.Contains(strings.ToLower(hostPath), strings.ToLower(marker)) {
+		password, ok := markedPassword(hostPath, password)
+		if !ok {
 			return
 		}
-		password = marker + password
 		for _, u := range []string{
 			"redis://user:" + password + "@" + hostPath,
 			"redis://" + hostPath + "?addr=h2:2&password=" + password,         // cluster URL form
 			"redis://" + hostPath + "?sentinel_password=" + password + "&x=1", // failover URL form
 		} {
-			if got := redact(u); strings.Contains(got, marker) {
+			if got := redact(u); strings.Contains(got, passwordMarker) {
 				t.Fatalf("redact(%q) = %q keeps the password", u, got)
 			}
 		}
@@ -62,13 +71,7 @@ func FuzzOpenRedis(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, rest, password string) {
 		urls := []string{rest}
-		// The password must not show in the message, not even in part. It starts with a
-		// marker that the rest of the URL cannot spell (no '%' escapes there), so a hit
-		// can only be the password.
-		const marker = "Pw7Secret"
-		secret := marker + password
-		check := !strings.ContainsAny(password, "@/:?#%[]& ") && !strings.Contains(rest, "%") &&
-			!strings.Contains(strings.ToLower(rest), strings.ToLower(marker))
+		secret, check := markedPassword(rest, password)
 		if check {
 			urls = append(urls, "redis://user:"+secret+"@"+rest)
 		}
@@ -80,7 +83,7 @@ func FuzzOpenRedis(f *testing.F) {
 				}
 				var ue *usageError
 				if msg := err.Error(); !errors.As(err, &ue) || strings.Contains(msg, "\n") ||
-					check && strings.Contains(msg, marker) {
+					check && strings.Contains(msg, passwordMarker) {
 					t.Fatalf("redisConfig(%+v) = %T %q: want a one-line usage error without the password", tg, err, msg)
 				}
 			}

@@ -303,11 +303,10 @@ func TestEnqueueReplyLost(t *testing.T) {
 		// The cut call reached Redis through the proxy's own connection, which a loaded
 		// machine may run after this line: wait for it (no more than a few seconds).
 		var ready []string
-		for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if ready = rdb.LRange(ctx, k.key("ready"), 0, -1).Val(); len(ready) > 0 || time.Now().After(end) {
-				break
-			}
-		}
+		waitFor(t, 5*time.Second, tc.name+": the job in ready", func() bool {
+			ready = rdb.LRange(ctx, k.key("ready"), 0, -1).Val()
+			return len(ready) > 0
+		})
 		t.Logf("FIGURES reply lost, %s: Enqueue returned %q, error %v; ready list %v", tc.name, id, err, ready)
 		if n := p.cutCount(); n != 1 {
 			t.Fatalf("%s: the proxy cut %d connections, want 1", tc.name, n)
