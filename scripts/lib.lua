@@ -124,7 +124,8 @@ end
 -- lease (a resent ack; nothing changed), 0 lease lost (nothing changed for that job). Its
 -- first write is a ZREM: see below.
 local function ack_jobs(active, done, prefix, stats, retention, done_max, now, argv, from)
-  local out, finished, held, results, tokens = {}, {}, {}, {}, {}
+  -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
+  local out, finished, held, at = {}, {}, {}, {}
   for i = from, #argv, 3 do
     local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep')
     if not holds(job[1], argv[i + 1]) then
@@ -133,8 +134,7 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
     else
       finished[#finished + 1] = argv[i]
       held[#held + 1] = job
-      results[#results + 1] = argv[i + 2]
-      tokens[#tokens + 1] = argv[i + 1]
+      at[#at + 1] = i
       out[#out + 1] = 1
     end
   end
@@ -151,8 +151,8 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
     if retention <= 0 then
       redis.call('DEL', key)
     else
-      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', results[n], 'lease',
-        ended_lease('done', tokens[n]))
+      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', argv[at[n] + 2], 'lease',
+        ended_lease('done', argv[at[n] + 1]))
       redis.call('PEXPIRE', key, retention)
       kept[#kept + 1] = now
       kept[#kept + 1] = id
