@@ -37,9 +37,17 @@ func (c *Client) Promote(ctx context.Context, queue string) (moved int, next tim
 	return int(res[0]), next, nil
 }
 
-// MaxClaim is the most jobs one Claim takes (a larger n is cut to it): the claim script
-// builds one reply and one ZADD for all of them.
-const MaxClaim = 1000
+// MaxBatch is the most jobs one script call handles. A script passes a batch's IDs to
+// one Redis command (ZADD, ZREM) through Lua's unpack, which refuses a few thousand
+// values, and a script that fails halfway keeps the writes it made: so no batch may grow
+// past this. Heartbeat and Ack split larger batches into several calls of at most
+// MaxBatch jobs (pipelined, one round trip); Claim cuts n to it; AckClaim refuses more
+// finished jobs than this.
+const MaxBatch = 1000
+
+// MaxClaim is the most jobs one Claim or AckClaim takes (a larger n is cut to it). It is
+// MaxBatch, under the name existing callers use.
+const MaxClaim = MaxBatch
 
 // Claim takes up to n ready jobs from the queue for worker, each under a lease of the
 // given length that the worker must renew with Heartbeat. It returns nothing when the
@@ -98,32 +106,47 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, error) {
 // returns the lease tokens that were lost (those runs must stop, as nothing they report
 // will be accepted) and the tokens of jobs an operator cancelled (those runs must stop;
 // their failure goes to dead). Tokens, not IDs: one worker may briefly hold two runs of
-// one job, the first of which lost its lease.
+// one job, the first of which lost its lease. Any number of jobs may be given: they go
+// in script calls of at most MaxBatch jobs, pipelined in one round trip. On an error
+// some of those calls may have renewed their leases and others not.
 func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost, cancelled []string, err error) {
 	if len(jobs) == 0 {
 		return nil, nil, nil
 	}
 	qk := c.keys.queue(queue)
-	args := make([]any, 0, 2+2*len(jobs))
-	args = append(args, qk.jobPrefix, ms(lease))
-	for _, j := range jobs {
-		args = append(args, j.ID, j.Lease)
+	calls := make([]*scriptCall, 0, (len(jobs)+MaxBatch-1)/MaxBatch)
+	for start := 0; start < len(jobs); start += MaxBatch {
+		chunk := jobs[start:min(start+MaxBatch, len(jobs))]
+		args := make([]any, 0, 2+2*len(chunk))
+		args = append(args, qk.jobPrefix, ms(lease))
+		for _, j := range chunk {
+			args = append(args, j.ID, j.Lease)
+		}
+		calls = append(calls, &scriptCall{script: scripts.Heartbeat, keys: []string{qk.active}, args: args})
 	}
-	res, err := c.run(ctx, scripts.Heartbeat, []string{qk.active}, args...).Slice()
-	if err != nil {
+	if err := c.runScripts(ctx, nil, calls); err != nil {
 		return nil, nil, fmt.Errorf("heartbeat %s: %w", queue, err)
 	}
-	if len(res) != 2 {
-		return nil, nil, fmt.Errorf("heartbeat %s: %w", queue, errBadReply)
+	lost, cancelled = []string{}, []string{}
+	for _, call := range calls {
+		res, err := call.cmd.Slice()
+		if err != nil {
+			return nil, nil, fmt.Errorf("heartbeat %s: %w", queue, err)
+		}
+		if len(res) != 2 {
+			return nil, nil, fmt.Errorf("heartbeat %s: %w", queue, errBadReply)
+		}
+		lost = append(lost, stringList(res[0])...)
+		cancelled = append(cancelled, stringList(res[1])...)
 	}
-	return stringList(res[0]), stringList(res[1]), nil
+	return lost, cancelled, nil
 }
 
 // Ack marks a claimed job done and stores result. It returns ErrLeaseLost, changing
 // nothing, when the caller's lease is gone. An ack of a job already done under the same
 // lease (a call resent after its reply was lost) returns nil and changes nothing; with
 // Config.DoneRetention < 0 the job is gone by then and that reads as ErrLeaseLost.
-// Concurrent Acks share one script call per queue.
+// Concurrent Acks share one script call per queue (and per MaxBatch jobs).
 func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
 	if job.Lease == "" { // a Job read by Get or List holds no lease
 		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)
@@ -140,7 +163,8 @@ type ackItem struct {
 	result []byte
 }
 
-// ackCoalesced acknowledges a batch of jobs: one ack.lua call per queue, pipelined.
+// ackCoalesced acknowledges a batch of jobs: one ack.lua call per queue and per MaxBatch
+// jobs, pipelined.
 func (c *Client) ackCoalesced(items []ackItem) []error {
 	retention := c.doneRetention()
 	byQueue := map[string][]int{}
@@ -151,28 +175,34 @@ func (c *Client) ackCoalesced(items []ackItem) []error {
 		}
 		byQueue[it.job.Queue] = append(byQueue[it.job.Queue], i)
 	}
-	calls := make([]*scriptCall, len(order))
-	for k, q := range order {
+	var calls []*scriptCall
+	var owners [][]int // owners[k]: the index in items of each job in calls[k]
+	for _, q := range order {
 		qk := c.keys.queue(q)
-		args := make([]any, 0, 4+3*len(byQueue[q]))
-		args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax)
-		for _, i := range byQueue[q] {
-			args = append(args, items[i].job.ID, items[i].job.Lease, items[i].result)
+		all := byQueue[q]
+		for start := 0; start < len(all); start += MaxBatch {
+			chunk := all[start:min(start+MaxBatch, len(all))]
+			args := make([]any, 0, 4+3*len(chunk))
+			args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax)
+			for _, i := range chunk {
+				args = append(args, items[i].job.ID, items[i].job.Lease, items[i].result)
+			}
+			calls = append(calls, &scriptCall{script: scripts.Ack, keys: []string{qk.active, qk.done}, args: args})
+			owners = append(owners, chunk)
 		}
-		calls[k] = &scriptCall{script: scripts.Ack, keys: []string{qk.active, qk.done}, args: args}
 	}
 	errs := make([]error, len(items))
 	runErr := c.runScripts(context.Background(), nil, calls)
-	for k, q := range order {
+	for k, call := range calls {
 		var codes []int64
 		err := runErr
-		if calls[k].cmd != nil {
-			codes, err = calls[k].cmd.Int64Slice()
+		if call.cmd != nil {
+			codes, err = call.cmd.Int64Slice()
 		}
-		if err == nil && len(codes) != len(byQueue[q]) {
+		if err == nil && len(codes) != len(owners[k]) {
 			err = errBadReply
 		}
-		for n, i := range byQueue[q] {
+		for n, i := range owners[k] {
 			id := items[i].job.ID
 			switch {
 			case err != nil:
@@ -199,12 +229,17 @@ type Finished struct {
 // for it). With a non-nil err no job is returned, and acked is nil when the call itself
 // failed: the acks may or may not have been applied then (their jobs come back after
 // their lease when not). Jobs claimed by a call whose reply was lost come back the same
-// way. A job of another queue is refused with ErrInvalid before anything is sent.
+// way. A job of another queue, or more than MaxBatch finished jobs, is refused with
+// ErrInvalid before anything is sent.
 func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished, n int,
 	lease time.Duration, worker string) (acked []error, jobs []*Job, err error) {
 	n = min(max(n, 0), MaxClaim)
 	if len(finished) == 0 && n == 0 {
 		return nil, nil, nil
+	}
+	if len(finished) > MaxBatch {
+		return nil, nil, fmt.Errorf("ack and claim on %s: %w: %d finished jobs, the limit is %d (queue.MaxBatch)",
+			queue, ErrInvalid, len(finished), MaxBatch)
 	}
 	for _, f := range finished {
 		if f.Job.Queue != queue {
