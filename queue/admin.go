@@ -141,7 +141,8 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 
 // Cancel stops a job: a scheduled, ready or retry job goes to dead at once ("cancelled
 // by operator"); an active job is flagged and its worker cancels the handler's context at
-// its next heartbeat (within a third of the lease), after which it is dead too. It
+// its next heartbeat (within a third of the lease), after which it is dead too, however
+// the attempt ends (an ack or hand back of it returns ErrCancelled and sends it to dead). It
 // returns the resulting state (StateDead, or StateActive while cancelling). Done and dead
 // jobs are refused with ErrState; an unknown ID is ErrNotFound.
 func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {

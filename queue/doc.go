@@ -11,6 +11,9 @@
 //	                                                    └──────promote──────────┤ fail, none left ───► dead (ZSET, score=died_at)
 //	                                                                            └ reap (lease expired) ► retry (due now) or dead
 //
+// A job an operator cancels while it is active ([Client.Cancel]) ends dead on every path
+// out of active: ack, fail, handback and reap all send it to dead.
+//
 // Guarantees:
 //
 //   - At-least-once delivery. A job leaves active only through ack (or AckClaim, which

@@ -143,7 +143,10 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 }
 
 // Ack marks a claimed job done and stores result. It returns ErrLeaseLost, changing
-// nothing, when the caller's lease is gone. An ack of a job already done under the same
+// nothing, when the caller's lease is gone, and ErrCancelled when an operator cancelled
+// the job while it ran: a cancel is final, so the job goes to dead instead (last_error
+// "cancelled by operator", counted as failed) and result is dropped; a resent call gets
+// ErrCancelled again. An ack of a job already done under the same
 // lease (a call resent after its reply was lost) returns nil and changes nothing; with
 // Config.DoneRetention < 0 the job is gone by then and that reads as ErrLeaseLost.
 // Concurrent Acks share one script call per queue (and per MaxBatch jobs).
@@ -182,12 +185,14 @@ func (c *Client) ackCoalesced(items []ackItem) []error {
 		all := byQueue[q]
 		for start := 0; start < len(all); start += MaxBatch {
 			chunk := all[start:min(start+MaxBatch, len(all))]
-			args := make([]any, 0, 4+3*len(chunk))
-			args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax)
+			args := make([]any, 0, 6+3*len(chunk))
+			args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax,
+				ms(c.cfg.DeadRetention), c.cfg.DeadMax)
 			for _, i := range chunk {
 				args = append(args, items[i].job.ID, items[i].job.Lease, items[i].result)
 			}
-			calls = append(calls, &scriptCall{script: scripts.Ack, keys: []string{qk.active, qk.done}, args: args})
+			calls = append(calls, &scriptCall{script: scripts.Ack,
+				keys: []string{qk.active, qk.done, qk.dead}, args: args})
 			owners = append(owners, chunk)
 		}
 	}
@@ -203,12 +208,12 @@ func (c *Client) ackCoalesced(items []ackItem) []error {
 			err = errBadReply
 		}
 		for n, i := range owners[k] {
-			id := items[i].job.ID
-			switch {
-			case err != nil:
-				errs[i] = fmt.Errorf("ack %s: %w", id, err)
-			case codes[n] == 0: // 1 acked, 2 acked already by this lease (a resent call)
-				errs[i] = fmt.Errorf("ack %s: %w", id, ErrLeaseLost)
+			e := err
+			if e == nil {
+				e = settled(codes[n])
+			}
+			if e != nil {
+				errs[i] = fmt.Errorf("ack %s: %w", items[i].job.ID, e)
 			}
 		}
 	}
@@ -225,8 +230,8 @@ type Finished struct {
 // AckClaim acknowledges finished jobs of queue, as Ack does each, and then claims up to n
 // ready jobs from it, as Claim does, in one round trip: a worker whose slots free up
 // reports the jobs that freed them and refills the slots at once. acked has one entry per
-// finished job: nil when it is done, ErrLeaseLost when its lease was gone (nothing changed
-// for it). With a non-nil err no job is returned, and acked is nil when the call itself
+// finished job: nil when it is done, ErrCancelled when an operator had cancelled it (it is
+// dead now), ErrLeaseLost when its lease was gone (nothing changed for it). With a non-nil err no job is returned, and acked is nil when the call itself
 // failed: the acks may or may not have been applied then (their jobs come back after
 // their lease when not). Jobs claimed by a call whose reply was lost come back the same
 // way. A job of another queue, or more than MaxBatch finished jobs, is refused with
@@ -249,12 +254,14 @@ func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished
 	}
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
-	args := make([]any, 0, 8+3*len(finished))
-	args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax, n, ms(lease), worker, token)
+	args := make([]any, 0, 10+3*len(finished))
+	args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax, n, ms(lease), worker, token,
+		ms(c.cfg.DeadRetention), c.cfg.DeadMax)
 	for _, f := range finished {
 		args = append(args, f.Job.ID, f.Job.Lease, f.Result)
 	}
-	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused}, args...).Slice()
+	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused, qk.dead},
+		args...).Slice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, err)
 	}
@@ -267,8 +274,9 @@ func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished
 	}
 	acked = make([]error, len(finished))
 	for i, code := range codes {
-		if code == int64(0) { // 1 acked, 2 acked already by this lease (a resent call)
-			acked[i] = fmt.Errorf("ack %s: %w", finished[i].Job.ID, ErrLeaseLost)
+		n, _ := code.(int64)
+		if e := settled(n); e != nil {
+			acked[i] = fmt.Errorf("ack %s: %w", finished[i].Job.ID, e)
 		}
 	}
 	jobs, err = decodeClaimed(queue, worker, token, res[1:])
@@ -320,23 +328,25 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 // HandBack gives back a claimed job the worker will not run to the end, without counting
 // the attempt. With after = 0 (the worker is shutting down) the job goes to the head of
 // its queue's ready list, so another worker takes it at once; with after > 0 (an
-// exclusive job whose lock is held) it is scheduled that far ahead. Handing back again
-// with the same lease (a resent call) returns nil and changes nothing.
+// exclusive job whose lock is held) it is scheduled that far ahead. A job an operator
+// cancelled goes to dead instead (last_error "cancelled by operator"; attempt not
+// counted) and HandBack returns ErrCancelled. Handing back again with the same lease (a
+// resent call) returns the same result and changes nothing.
 func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) error {
 	if job.Lease == "" {
 		return fmt.Errorf("hand back %s: %w", job.ID, ErrLeaseLost)
 	}
 	qk := c.keys.queue(job.Queue)
-	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake},
-		qk.jobPrefix, max(ms(after), 0), job.ID, job.Lease).Int64Slice()
+	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake, qk.dead},
+		qk.jobPrefix, max(ms(after), 0), ms(c.cfg.DeadRetention), c.cfg.DeadMax, job.ID, job.Lease).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("hand back %s: %w", job.ID, err)
 	}
 	if len(res) != 1 {
 		return fmt.Errorf("hand back %s: %w", job.ID, errBadReply)
 	}
-	if res[0] == 0 {
-		return fmt.Errorf("hand back %s: %w", job.ID, ErrLeaseLost)
+	if err := settled(res[0]); err != nil {
+		return fmt.Errorf("hand back %s: %w", job.ID, err)
 	}
 	return nil
 }

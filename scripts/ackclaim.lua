@@ -1,24 +1,27 @@
--- ackclaim: ack (active -> done) then claim (ready -> active) in one call, for a worker
--- whose slots freed up: it reports the jobs that freed them and refills the slots in one
--- round trip. Each half is exactly ack.lua's and claim.lua's (lib.lua's ack_jobs and
--- claim_jobs).
+-- ackclaim: ack (active -> done, or dead for a cancelled job) then claim (ready -> active)
+-- in one call, for a worker whose slots freed up: it reports the jobs that freed them and
+-- refills the slots in one round trip. Each half is exactly ack.lua's and claim.lua's
+-- (lib.lua's ack_jobs and claim_jobs).
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:done        ZSET  job ID -> finished_at (ms), trimmed by age and count
 -- KEYS[3]  jobs:{q}:ready       LIST  job IDs ready to run (RPOP: oldest first)
 -- KEYS[4]  jobs:{q}:paused      STRING present while the queue is paused
+-- KEYS[5]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
--- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed counter)
+-- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
 -- ARGV[4]  done_max             and at most this many (the oldest go first)
 -- ARGV[5]  count                most jobs to claim (0: ack only; <= 1000)
 -- ARGV[6]  lease_ms             lease length of the claimed jobs
 -- ARGV[7]  worker               worker ID, recorded in the claimed jobs
 -- ARGV[8]  token prefix         unique per call; a lease token is token prefix .. ":" .. k
--- ARGV[9+3k .. 11+3k]           id, lease token, result: one group per job to ack (<= 1000)
+-- ARGV[9]  dead_retention_ms    a cancelled job's hash expires this long after it died
+-- ARGV[10] dead_max             the dead set keeps at most this many jobs
+-- ARGV[11+3k .. 13+3k]          id, lease token, result: one group per job to ack (<= 1000)
 -- Returns  {acks, now, job, job, ...}: acks has one integer per acked job, as ack.lua's
---          (1 done, 2 done already by this lease, 0 lease lost); now and the jobs are
---          claim.lua's reply.
+--          (1 done, 2 done already by this lease, 3 cancelled: dead, 0 lease lost); now
+--          and the jobs are claim.lua's reply.
 -- Clock    Redis TIME.
 -- Invariant as ack.lua and claim.lua: only the holder of a job's current lease token can
 --          finish it, and a claimed job's new token is known only to its claimer. The acks
@@ -27,8 +30,10 @@
 
 local now = now_ms()
 local active, prefix = KEYS[1], ARGV[1]
-local acks = ack_jobs(active, KEYS[2], prefix, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
-  now, ARGV, 9)
+local k = {active = active, done = KEYS[2], dead = KEYS[5], prefix = prefix, stats = ARGV[2],
+  retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
+  dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10])}
+local acks = ack_jobs(k, now, ARGV, 11)
 local out = claim_jobs(KEYS[3], active, KEYS[4], prefix, tonumber(ARGV[5]), tonumber(ARGV[6]),
   ARGV[7], ARGV[8], now)
 table.insert(out, 1, now)

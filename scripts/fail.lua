@@ -45,7 +45,7 @@ for i = 5, #ARGV, 4 do
       retries = retries + 1
       table.insert(out, 'retry')
     else
-      to_dead(dead, prefix, id, now, retention, dead_max, ARGV[i + 1])
+      to_dead(dead, prefix, id, now, retention, dead_max, ended_lease('dead', ARGV[i + 1]))
       table.insert(out, 'dead')
     end
   end

@@ -42,7 +42,8 @@ end
 
 -- Lease tokens are what claim hands out: base36 with '.' and ':', never a '!'. When the
 -- holder ends its attempt, the job's lease becomes outcome .. '!' .. token (outcome: done,
--- retry, dead or back). That matches no token, so fencing is unchanged, yet the same call
+-- retry, dead, back, or cancelled: an ack or hand back found the job cancelled and sent it
+-- to dead). That matches no token, so fencing is unchanged, yet the same call
 -- resent after its reply was lost (go-redis sends it again) finds its own outcome there
 -- and reports it again instead of "lease lost" for a job it did settle.
 -- holds: token is the job's current lease (a token with a '!' is never one).
@@ -63,13 +64,14 @@ local function ended_outcome(lease, token)
 end
 
 -- to_dead moves a job to the dead set (it is already out of every other set), releases
--- its unique key, expires its hash after retention_ms and trims the dead set. token: the
--- lease of the attempt that ends here (fail), or nil (reap, cancel).
-local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max, token)
+-- its unique key, expires its hash after retention_ms and trims the dead set. ended: the
+-- job's ended lease (ended_lease) when the holder of its lease ends the attempt here (fail,
+-- ack or handback of a cancelled job), or nil (reap, cancel: the lease is deleted).
+local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max, ended)
   local key = job_prefix .. id
   release_unique(key, id)
-  if token then
-    redis.call('HSET', key, 'state', 'dead', 'finished_at', now, 'lease', ended_lease('dead', token))
+  if ended then
+    redis.call('HSET', key, 'state', 'dead', 'finished_at', now, 'lease', ended)
   else
     redis.call('HSET', key, 'state', 'dead', 'finished_at', now)
     redis.call('HDEL', key, 'lease')
@@ -117,25 +119,39 @@ local function wake(key, n, token)
   if redis.call('LPUSH', key, unpack(t)) > 128 then redis.call('LTRIM', key, 0, 127) end
 end
 
--- ack_jobs moves jobs whose handler succeeded from active to done (ack.lua, ackclaim.lua).
--- argv[from], argv[from+1], argv[from+2], ... are groups of id, lease token, result.
--- A done job keeps its hash for retention_ms (<= 0: deleted at once) in the done set,
--- trimmed to done_max. Returns one integer per group: 1 done, 2 done already by this very
--- lease (a resent ack; nothing changed), 0 lease lost (nothing changed for that job). Its
--- first write is a ZREM: see below.
-local function ack_jobs(active, done, prefix, stats, retention, done_max, now, argv, from)
+-- ack_jobs settles jobs whose handler succeeded (ack.lua, ackclaim.lua): each goes from
+-- active to done, or to dead if an operator cancelled it meanwhile (its hash has cancel):
+-- a cancel is final whatever the handler did, as on every other path (fail, handback,
+-- reap). k holds the keys and settings: active, done, dead (keys), prefix, stats (key
+-- prefixes), retention, done_max, dead_retention, dead_max. argv[from], argv[from+1],
+-- argv[from+2], ... are groups of id, lease token, result. A done job keeps its hash for
+-- retention ms (<= 0: deleted at once) in the done set, trimmed to done_max; a cancelled
+-- one goes through to_dead with last_error "cancelled by operator" and counts as failed.
+-- Returns one integer per group: 1 done, 2 done already by this very lease (a resent ack;
+-- nothing changed), 3 cancelled: dead (now or, for a resent ack, already), 0 lease lost
+-- (nothing changed for that job). Its first write is a ZREM: see below.
+local function ack_jobs(k, now, argv, from)
+  local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
   local out, finished, held, at = {}, {}, {}, {}
   for i = from, #argv, 3 do
-    local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep')
+    local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep', 'cancel')
     if not holds(job[1], argv[i + 1]) then
-      -- 2: this very lease acked it already (go-redis resent an ack whose reply was lost).
-      if ended_outcome(job[1], argv[i + 1]) == 'done' then out[#out + 1] = 2 else out[#out + 1] = 0 end
+      -- 2 or 3: this very lease settled it already (go-redis resent an ack whose reply was
+      -- lost).
+      local ended = ended_outcome(job[1], argv[i + 1])
+      if ended == 'done' then
+        out[#out + 1] = 2
+      elseif ended == 'cancelled' then
+        out[#out + 1] = 3
+      else
+        out[#out + 1] = 0
+      end
     else
       finished[#finished + 1] = argv[i]
       held[#held + 1] = job
       at[#at + 1] = i
-      out[#out + 1] = 1
+      if job[4] then out[#out + 1] = 3 else out[#out + 1] = 1 end
     end
   end
   if #finished == 0 then return out end
@@ -143,26 +159,34 @@ local function ack_jobs(active, done, prefix, stats, retention, done_max, now, a
   -- script's deny-oom command (HSET, ZADD) only while the script has changed nothing, so
   -- removing the jobs from active first lets acks through when Redis is full (they free
   -- memory), instead of leaving the jobs to expire and burn their retries.
-  redis.call('ZREM', active, unpack(finished))
-  local kept = {}
+  redis.call('ZREM', k.active, unpack(finished))
+  local kept, cancelled = {}, 0
   for n, id in ipairs(finished) do
     local key = prefix .. id
-    if held[n][2] then release_held(held[n][2], held[n][3], id) end
-    if retention <= 0 then
-      redis.call('DEL', key)
+    local token = argv[at[n] + 1]
+    if held[n][4] then
+      redis.call('HSET', key, 'last_error', 'cancelled by operator')
+      to_dead(k.dead, prefix, id, now, k.dead_retention, k.dead_max, ended_lease('cancelled', token))
+      cancelled = cancelled + 1
     else
-      redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', argv[at[n] + 2], 'lease',
-        ended_lease('done', argv[at[n] + 1]))
-      redis.call('PEXPIRE', key, retention)
-      kept[#kept + 1] = now
-      kept[#kept + 1] = id
+      if held[n][2] then release_held(held[n][2], held[n][3], id) end
+      if k.retention <= 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', argv[at[n] + 2], 'lease',
+          ended_lease('done', token))
+        redis.call('PEXPIRE', key, k.retention)
+        kept[#kept + 1] = now
+        kept[#kept + 1] = id
+      end
     end
   end
   if #kept > 0 then
-    redis.call('ZADD', done, unpack(kept))
-    trim(done, prefix, now, retention, done_max, 'done')
+    redis.call('ZADD', k.done, unpack(kept))
+    trim(k.done, prefix, now, k.retention, k.done_max, 'done')
   end
-  count(stats, 'processed', now, #finished)
+  count(k.stats, 'processed', now, #finished)
+  count(k.stats, 'failed', now, cancelled)
   return out
 end
 
