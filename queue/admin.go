@@ -140,9 +140,10 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 }
 
 // Cancel stops a job: a scheduled, ready or retry job goes to dead at once ("cancelled
-// by operator"); an active job is flagged and its worker cancels the handler's context at
-// its next heartbeat (within a third of the lease), after which it is dead too, however
-// the attempt ends (an ack or hand back of it returns ErrCancelled and sends it to dead). It
+// by operator"); an active job is flagged and a notice goes out to [Client.WatchCancels],
+// so a worker that watches stops the handler at once; the flag also reaches the worker at
+// its next heartbeat (within a third of the lease). The job then ends dead however the
+// attempt ends (an ack or hand back of it returns ErrCancelled and sends it to dead). It
 // returns the resulting state (StateDead, or StateActive while cancelling). Done and dead
 // jobs are refused with ErrState; an unknown ID is ErrNotFound.
 func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
@@ -151,7 +152,7 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 	}
 	qk := c.keys.queue(queue)
 	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead},
-		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id).Text()
+		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue).Text()
 	if err != nil {
 		return "", fmt.Errorf("cancel %s: %w", id, err)
 	}

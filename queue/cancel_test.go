@@ -1,10 +1,15 @@
 package queue
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // cancelActive enqueues a job on queue q (unique, so the test can see its key released),
@@ -156,5 +161,134 @@ func TestFailAndReapOfCancelledJobEndDead(t *testing.T) {
 	got, err := c.Get(ctx, "reaped", r.ID)
 	if err != nil || got.State != StateDead || !strings.HasPrefix(got.LastError, "lease expired") {
 		t.Errorf("reaped cancelled job = %+v, %v; want dead", got, err)
+	}
+}
+
+// subscribers counts the subscriptions to the cancel channel: on a cluster, summed over
+// the nodes (each counts only its own clients).
+func subscribers(t *testing.T, c *Client) int64 {
+	t.Helper()
+	ch := c.keys.cancelChannel()
+	cc, ok := c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return c.rdb.PubSubNumSub(ctx, ch).Val()[ch]
+	}
+	var total atomic.Int64
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.PubSubNumSub(ctx, ch).Result()
+		total.Add(n[ch])
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total.Load()
+}
+
+// watch starts WatchCancels and waits until it is subscribed. The returned function
+// stops it and checks that it returned nil.
+func watch(t *testing.T, c *Client) (<-chan CancelNotice, func()) {
+	t.Helper()
+	wctx, cancel := context.WithCancel(ctx)
+	notices := make(chan CancelNotice, 16)
+	done := make(chan error, 1)
+	go func() { done <- c.WatchCancels(wctx, func(n CancelNotice) { notices <- n }) }()
+	eventually(t, 5*time.Second, "WatchCancels subscribed", func() bool { return subscribers(t, c) == 1 })
+	return notices, func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("WatchCancels() after ctx ended = %v, want nil", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Errorf("WatchCancels() did not return within 2s of its ctx ending")
+		}
+	}
+}
+
+// queueAwayFromCancelChannel returns a queue name whose keys, on a cluster, live on
+// another node than the one WatchCancels subscribes on (the master of the channel name's
+// slot), so the notice must cross the cluster bus.
+func queueAwayFromCancelChannel(t *testing.T, c *Client) string {
+	t.Helper()
+	cc, ok := c.rdb.(*redis.ClusterClient)
+	if !ok {
+		return "mail.out"
+	}
+	sub, err := cc.MasterForKey(ctx, c.keys.cancelChannel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		q := fmt.Sprintf("mail.out%d", i)
+		node, err := cc.MasterForKey(ctx, c.keys.queue(q).wake)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Options().Addr != sub.Options().Addr {
+			return q
+		}
+	}
+	t.Fatal("no queue name on another node than the cancel channel's")
+	return ""
+}
+
+func TestWatchCancelsHearsCancelOfActiveJob(t *testing.T) {
+	c := setup(t, Config{})
+	notices, stop := watch(t, c)
+	defer stop()
+	q := queueAwayFromCancelChannel(t, c)
+	mustEnqueue(t, c, "a", On(q))
+	mustEnqueue(t, c, "a", On(q))
+	jobs, err := c.Claim(ctx, q, 2, time.Minute, "w")
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("Claim(2) = %d jobs, %v", len(jobs), err)
+	}
+	waiting := mustEnqueue(t, c, "a", On(q))
+	if state, err := c.Cancel(ctx, q, waiting); err != nil || state != StateDead {
+		t.Fatalf("Cancel(waiting) = %s, %v; want dead", state, err)
+	}
+	sent := time.Now()
+	for _, j := range jobs {
+		if state, err := c.Cancel(ctx, q, j.ID); err != nil || state != StateActive {
+			t.Fatalf("Cancel(active) = %s, %v; want active", state, err)
+		}
+	}
+	// A waiting job's cancel sends no notice: the first one heard is the first active job's.
+	for _, j := range jobs {
+		select {
+		case n := <-notices:
+			if want := (CancelNotice{Queue: q, ID: j.ID}); n != want {
+				t.Errorf("notice = %+v, want %+v (one per active job, in order)", n, want)
+			}
+		case <-time.After(time.Second - time.Since(sent)):
+			t.Fatalf("no notice of the cancel of %s within 1s", j.ID)
+		}
+	}
+	select {
+	case n := <-notices:
+		t.Errorf("extra notice %+v", n)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestParseCancelNotice(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want CancelNotice
+		ok   bool
+	}{
+		{"default 01J9Z3K4M5N6P7Q8R9S0T1V2W3", CancelNotice{"default", "01J9Z3K4M5N6P7Q8R9S0T1V2W3"}, true},
+		{"a.b-c_d order:42", CancelNotice{"a.b-c_d", "order:42"}, true},
+		{"default", CancelNotice{}, false},
+		{" id", CancelNotice{}, false},
+		{"q ", CancelNotice{}, false},
+	} {
+		got, ok := parseCancelNotice(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseCancelNotice(%q) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }

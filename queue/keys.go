@@ -56,6 +56,11 @@ func (q queueKeys) unique(key string) string {
 // exclusive keys are shared across queues, and only redsync touches the lock (one key).
 func (k keys) exclusiveLock(key string) string { return k.prefix + ":lock:exclusive:" + key }
 
+// cancelChannel is the pub/sub channel on which cancel.lua announces each cancel of an
+// active job (see WatchCancels). A channel is not a key: it has no slot, and a PUBLISH on
+// a Redis Cluster reaches the subscribers on every node.
+func (k keys) cancelChannel() string { return k.prefix + ":cancel" }
+
 // queueOfWake returns the queue name in a wake list key ("jobs:{q}:wake" -> "q").
 func (k keys) queueOfWake(key string) string {
 	start := len(k.prefix) + 2

@@ -1,6 +1,7 @@
--- cancel: scheduled, ready or retry -> dead at once; active -> flagged, so its worker
--- cancels the handler's context at its next heartbeat and the failure goes to dead
--- (`jobs cancel`). The dead set keeps the job for inspection and `jobs retry`.
+-- cancel: scheduled, ready or retry -> dead at once; active -> flagged, and its worker is
+-- told at once on the cancel channel, so it cancels the handler's context (at the latest
+-- at its next heartbeat, which reports the flag); the attempt then ends dead however it
+-- ends (`jobs cancel`). The dead set keeps the job for inspection and `jobs retry`.
 --
 -- KEYS[1]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
@@ -10,7 +11,11 @@
 -- ARGV[2]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[3]  dead_max             the dead set keeps at most this many jobs
 -- ARGV[4]  id                   the job to cancel
--- Returns  "dead" (cancelled), "cancelling" (active: its worker will stop it),
+-- ARGV[5]  cancel channel       "jobs:cancel": a pub/sub channel, not a key (no slot; on a
+--                               cluster a PUBLISH reaches subscribers on every node)
+-- ARGV[6]  queue                the queue's name, "q"
+-- Returns  "dead" (cancelled), "cancelling" (active: its worker will stop it; a notice
+--          "<queue> <id>" was published on the channel, again on each repeated cancel),
 --          "not:done" / "not:dead" (already finished), or "missing".
 -- Clock    Redis TIME.
 -- Invariant an active job is only flagged: its worker, holding the lease, settles it.
@@ -23,6 +28,8 @@ if not state then return 'missing' end
 if state == 'done' or state == 'dead' then return 'not:' .. state end
 if state == 'active' then
   redis.call('HSET', key, 'cancel', 1)
+  -- Queue names have no space (ValidateQueue), so the first space ends the queue.
+  redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. id)
   return 'cancelling'
 end
 if state == 'ready' then

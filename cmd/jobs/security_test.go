@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -115,9 +116,9 @@ func TestTLS(t *testing.T) {
 
 // leastPrivilege is README's ACL line: exactly the commands jobs uses, on its own keys
 // (prefix "jobs"). Scripts count: every redis.call inside them is checked too.
-const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels -@all " +
+const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all " +
 	"+ping +hello +info +config|get +cluster|info +time " +
-	"+eval +evalsha +script|load +multi +exec " +
+	"+eval +evalsha +script|load +multi +exec +publish +subscribe " +
 	"+get +set +del +exists +type +incr +incrby +pexpire +persist " +
 	"+hget +hmget +hgetall +hset +hdel +hincrby " +
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
@@ -162,6 +163,7 @@ func TestACLUser(t *testing.T) {
 	run("cron", "rm", "n")
 	run("doctor")
 	run("purge", "default", "--state", "scheduled", "--yes")
+	aclCancelNotice(t, srv, admin)
 	// A worker and a scheduler: claim, heartbeat, ack, exclusive lock, cron lock.
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join([]string{
@@ -186,6 +188,55 @@ func TestACLUser(t *testing.T) {
 	r := runCLI("", "--redis", "redis://jobsuser:wrong-pass@"+srv.Addr, "stats")
 	if r.code != 1 || strings.Contains(r.stderr, "wrong-pass") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("wrong password = %+v, want exit 1 on one line without the password", r)
+	}
+}
+
+// aclCancelNotice checks, as the least-privilege user, that cancel.lua may PUBLISH and
+// WatchCancels may SUBSCRIBE on the cancel channel, and on no other.
+func aclCancelNotice(t *testing.T, srv *redistest.Server, admin *redis.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "jobsuser", Password: "s3cret-pass"})
+	defer rdb.Close()
+	c, err := queue.NewClient(rdb, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := queue.NewClient(rdb, queue.Config{Prefix: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.WatchCancels(ctx, func(queue.CancelNotice) {}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("WatchCancels(prefix other) as the ACL user = %v, want NOPERM", err)
+	}
+	notices := make(chan queue.CancelNotice, 1)
+	done := make(chan error, 1)
+	go func() { done <- c.WatchCancels(ctx, func(n queue.CancelNotice) { notices <- n }) }()
+	waitFor(t, 5*time.Second, "WatchCancels subscribed as the ACL user", func() bool {
+		return admin.PubSubNumSub(ctx, "jobs:cancel").Val()["jobs:cancel"] == 1
+	})
+	if _, err := c.Enqueue(ctx, "acl-cancel", nil, queue.On("acl")); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Claim(ctx, "acl", 1, time.Minute, "w")
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Claim() as the ACL user = %d jobs, %v", len(jobs), err)
+	}
+	if _, err := c.Cancel(ctx, "acl", jobs[0].ID); err != nil {
+		t.Fatalf("Cancel(active) as the ACL user: %v", err)
+	}
+	select {
+	case n := <-notices:
+		if n.ID != jobs[0].ID {
+			t.Errorf("cancel notice = %+v, want job %s", n, jobs[0].ID)
+		}
+	case <-time.After(2 * time.Second):
+		t.Errorf("no cancel notice as the ACL user within 2s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("WatchCancels() as the ACL user = %v", err)
 	}
 }
 

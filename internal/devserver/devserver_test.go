@@ -91,3 +91,56 @@ func TestLifecycleScriptsRun(t *testing.T) {
 		t.Fatalf("dead job = %+v, %v; want dead after attempt 3", got, err)
 	}
 }
+
+// TestCancelNoticeFromScript: cancel.lua PUBLISHes from Lua when it flags an active job;
+// the in-memory server must run that and deliver it to WatchCancels.
+func TestCancelNoticeFromScript(t *testing.T) {
+	s, err := Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	c, err := queue.NewClient(rdb, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	notices := make(chan queue.CancelNotice, 1)
+	done := make(chan error, 1)
+	go func() { done <- c.WatchCancels(ctx, func(n queue.CancelNotice) { notices <- n }) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.PubSubNumSub(ctx, "jobs:cancel").Val()["jobs:cancel"] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("WatchCancels not subscribed within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := c.Enqueue(ctx, "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Claim(ctx, "default", 1, time.Minute, "w")
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Claim() = %d jobs, %v; want 1", len(jobs), err)
+	}
+	if state, err := c.Cancel(ctx, "default", jobs[0].ID); err != nil || state != queue.StateActive {
+		t.Fatalf("Cancel(active) = %s, %v; want active", state, err)
+	}
+	select {
+	case n := <-notices:
+		if want := (queue.CancelNotice{Queue: "default", ID: jobs[0].ID}); n != want {
+			t.Errorf("notice = %+v, want %+v", n, want)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no cancel notice within 1s")
+	}
+	if err := c.Ack(ctx, jobs[0], nil); !errors.Is(err, queue.ErrCancelled) {
+		t.Errorf("Ack(cancelled) err = %v, want ErrCancelled", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("WatchCancels() = %v, want nil", err)
+	}
+}

@@ -1,0 +1,68 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// CancelNotice says that an operator cancelled an active job ([Client.Cancel], `jobs
+// cancel`): the worker running it should stop its handler.
+type CancelNotice struct {
+	Queue, ID string
+}
+
+// WatchCancels calls fn for each cancel of an active job, as [Client.Cancel] announces
+// it, until ctx is done; it returns nil then. It returns an error only when it cannot
+// subscribe in the first place (Redis unreachable, or an ACL that does not allow the
+// channel). fn is called from one goroutine, in the order the notices arrive, for the
+// cancels of every queue under the client's prefix; it should return quickly, since
+// later notices wait for it.
+//
+// Notices are a pub/sub message on the channel "<prefix>:cancel" (KEYS.md), so they are
+// best effort: a notice published while the subscription is down is lost (go-redis
+// reconnects and subscribes again by itself). The worker's heartbeat still reports a
+// cancelled job within a third of the lease, so a missed notice only delays the stop.
+// A repeated Cancel of the same active job sends another notice.
+//
+// WatchCancels holds one Redis connection of its own (outside the client's pool) while it
+// runs. It works with a single node, Sentinel, and a Redis Cluster, where a PUBLISH
+// reaches the subscribers on every node.
+func (c *Client) WatchCancels(ctx context.Context, fn func(CancelNotice)) error {
+	ps := c.rdb.Subscribe(ctx, c.keys.cancelChannel())
+	defer ps.Close()
+	// go-redis cannot interrupt a blocked read by ctx: closing the subscription does.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer stop()
+	// The first reply confirms the subscription (or is the refusal).
+	if _, err := ps.Receive(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watch cancels: %w", err)
+	}
+	msgs := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-msgs:
+			if !ok { // closed: ctx is done
+				return nil
+			}
+			if n, ok := parseCancelNotice(m.Payload); ok {
+				fn(n)
+			}
+		}
+	}
+}
+
+// parseCancelNotice decodes cancel.lua's message "<queue> <id>": a queue name has no
+// space (ValidateQueue), so the first space ends it.
+func parseCancelNotice(payload string) (CancelNotice, bool) {
+	q, id, ok := strings.Cut(payload, " ")
+	if !ok || q == "" || id == "" {
+		return CancelNotice{}, false
+	}
+	return CancelNotice{Queue: q, ID: id}, true
+}
