@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,9 +18,9 @@ import (
 //
 // The BLPOPs outlive the Wait calls that started them: go-redis cannot cancel a blocking
 // command (redis/go-redis#2556), so a Wait that returns early leaves its other BLPOPs
-// running for up to MaxWait. Those are reused by the next Wait instead of piling up
-// connections, and a token one of them pops when no Wait wants it is pushed back at once
-// for another worker, as the worker's passOn does.
+// running for up to blockFor(MaxWait) (1s). Those are reused by the next Wait instead of
+// piling up connections, and a token one of them pops when no Wait wants it is pushed
+// back at once for another worker, as the worker's passOn does.
 type clusterWaiter struct {
 	c *Client
 
@@ -82,8 +81,7 @@ func (w *clusterWaiter) startLocked(q string) {
 // still waits on q.
 func (w *clusterWaiter) pop(q string) {
 	ctx := context.Background() // see the type's comment: nothing could cancel it anyway
-	res, err := w.c.rdb.Do(ctx, "blpop", w.c.keys.queue(q).wake,
-		strconv.FormatFloat(MaxWait.Seconds(), 'f', 3, 64)).StringSlice()
+	res, err := w.c.rdb.BLPop(ctx, blockFor(MaxWait), w.c.keys.queue(q).wake).Result()
 	o := wakeOutcome{queue: q}
 	switch {
 	case errors.Is(err, redis.Nil):

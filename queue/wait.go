@@ -4,16 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxWait bounds one Wait. Redis clients apply a read timeout (go-redis: 3s by default)
-// that a longer block would trip, and an idle worker re-checks its queues this often
-// anyway, which also covers wake tokens lost with a crashed worker.
+// MaxWait bounds one Wait. An idle worker re-checks its queues this often anyway, which
+// also covers wake tokens lost with a crashed worker.
 const MaxWait = time.Second
+
+// blockFor is how long one BLPOP blocks for a wait of d: d rounded up to whole seconds
+// (at least 1s). Whole seconds because a BLPOP must go through go-redis's BLPop, which
+// takes only those (it truncates a fraction, and turns one under a second into 1s with
+// a logged warning): BLPop alone extends the connection's read deadline by the block
+// time, where a BLPOP sent by Do would fail with an i/o timeout, and drop its connection,
+// whenever the client's ReadTimeout (3s by default, often set lower) is under the block.
+func blockFor(d time.Duration) time.Duration {
+	return max((d+time.Second-1)/time.Second, 1) * time.Second
+}
 
 // Wake tokens: what an idle worker should do when it pops one.
 const (
@@ -30,26 +38,25 @@ const (
 // worker pops it. It returns the queue and the token (WakeReady or WakeScheduled), or
 // empty strings on timeout.
 //
-// Redis ends a timed-out BLPOP only on its next internal tick (every 100ms at the default
-// hz 10), so the timeout is coarse: a worker that must act at a precise time (a delayed
-// job's run_at) keeps its own timer and lets Wait run alongside.
+// The timeout is coarse: Redis blocks for whole seconds only here (see blockFor: timeout
+// rounded up, so in practice 1s whatever timeout under MaxWait is given), and ends a
+// timed-out BLPOP on its next internal tick (every 100ms at the default hz 10). A caller
+// that must act at a precise time (a delayed job's run_at) keeps its own timer and lets
+// Wait run alongside, as the worker does. A Wait returns as soon as a token arrives.
 //
 // On a Redis Cluster, where one BLPOP cannot span the slots of several queues, Wait
-// blocks on each queue separately (see clusterWaiter).
+// blocks on each queue separately (see clusterWaiter); it returns at timeout then, while
+// its BLPOPs run to the whole second.
 func (c *Client) Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error) {
 	timeout = min(max(timeout, time.Millisecond), MaxWait)
 	if c.clusterWait != nil && len(queues) > 1 { // one BLPOP may not span cluster slots
 		return c.clusterWait.wait(ctx, queues, timeout)
 	}
-	args := make([]any, 0, len(queues)+2)
-	args = append(args, "blpop")
-	for _, q := range queues {
-		args = append(args, c.keys.queue(q).wake)
+	keys := make([]string, len(queues))
+	for i, q := range queues {
+		keys[i] = c.keys.queue(q).wake
 	}
-	// go-redis's BLPop rounds timeouts up to whole seconds; BLPOP itself takes fractions
-	// (Redis >= 6).
-	args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
-	res, err := c.rdb.Do(ctx, args...).StringSlice()
+	res, err := c.rdb.BLPop(ctx, blockFor(timeout), keys...).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", "", nil
