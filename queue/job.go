@@ -34,7 +34,7 @@ type Job struct {
 	Timeout    time.Duration
 	CreatedAt  time.Time
 	RunAt      time.Time // when it was (or is) due; zero if never delayed
-	StartedAt  time.Time // start of the latest attempt
+	StartedAt  time.Time // start of the latest attempt: to the microsecond from Claim and AckClaim, ms from the hash
 	FinishedAt time.Time // end of the latest attempt
 	Worker     string    // worker of the latest attempt
 	LastError  string

@@ -51,7 +51,10 @@ const MaxClaim = MaxBatch
 
 // Claim takes up to n ready jobs from the queue for worker, each under a lease of the
 // given length that the worker must renew with Heartbeat. It returns nothing when the
-// queue is empty or paused. The jobs carry their lease token in Job.Lease.
+// queue is empty or paused. The jobs carry their lease token in Job.Lease, and in
+// Job.StartedAt the claim's Redis time to the microsecond: no two claims (Claim or
+// AckClaim) run by one Redis server share one, so a caller with two claims of a queue in
+// flight knows from it which one Redis ran first.
 func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Duration, worker string) ([]*Job, error) {
 	if n <= 0 {
 		return nil, nil
@@ -67,8 +70,9 @@ func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Dura
 	return decodeClaimed(queue, worker, token, res)
 }
 
-// decodeClaimed decodes claim.lua's reply: {now, job, job, ...}, each job its hash as a
-// flat field/value array followed by its ID, attempt and place k in the claim.
+// decodeClaimed decodes claim.lua's reply: {now_us, job, job, ...}, each job its hash as
+// a flat field/value array followed by its ID, attempt and place k in the claim. now_us,
+// Redis TIME in microseconds, becomes the jobs' StartedAt.
 func decodeClaimed(queue, worker, token string, res []any) ([]*Job, error) {
 	if len(res) == 0 {
 		return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
@@ -80,7 +84,7 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, error) {
 	if len(res) == 1 {
 		return nil, nil
 	}
-	started := time.UnixMilli(now)
+	started := time.UnixMicro(now)
 	jobs := make([]*Job, 0, len(res)-1)
 	for _, r := range res[1:] {
 		flat, ok := r.([]any)

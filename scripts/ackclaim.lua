@@ -21,14 +21,15 @@
 -- ARGV[11+3k .. 13+3k]          id, lease token, result: one group per job to ack (<= 1000)
 -- Returns  {acks, now, job, job, ...}: acks has one integer per acked job, as ack.lua's
 --          (1 done, 2 done already by this lease, 3 cancelled: dead, 0 lease lost); now
---          and the jobs are claim.lua's reply.
--- Clock    Redis TIME.
+--          (in microseconds) and the jobs are claim.lua's reply.
+-- Clock    Redis TIME, read once: the acks' finished_at and the claims' started_at in ms,
+--          now in microseconds (orders claims, as in claim.lua).
 -- Invariant as ack.lua and claim.lua: only the holder of a job's current lease token can
 --          finish it, and a claimed job's new token is known only to its claimer. The acks
 --          come first, so the first write is their ZREM from active and they go through on
 --          a full Redis (maxmemory, noeviction).
 
-local now = now_ms()
+local us, now = now_us()
 local active, prefix = KEYS[1], ARGV[1]
 local k = {active = active, done = KEYS[2], dead = KEYS[5], prefix = prefix, stats = ARGV[2],
   retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
@@ -36,6 +37,6 @@ local k = {active = active, done = KEYS[2], dead = KEYS[5], prefix = prefix, sta
 local acks = ack_jobs(k, now, ARGV, 11)
 local out = claim_jobs(KEYS[3], active, KEYS[4], prefix, tonumber(ARGV[5]), tonumber(ARGV[6]),
   ARGV[7], ARGV[8], now)
-table.insert(out, 1, now)
+table.insert(out, 1, us)
 table.insert(out, 1, acks)
 return out

@@ -8,16 +8,20 @@
 -- ARGV[3]  lease_ms             lease length; the worker renews it by heartbeat
 -- ARGV[4]  worker               worker ID, recorded in the job
 -- ARGV[5]  token prefix         unique per call; the lease token is token prefix .. ":" .. k
--- Returns  {now, job, job, ...}: now (ms) is the jobs' started_at; each job is its hash as
---          a flat field/value array (HGETALL, read before this claim's writes) followed by
+-- Returns  {now_us, job, job, ...}: now_us is Redis TIME in microseconds, the jobs' start
+--          (their hash's started_at is the same instant in ms); each job is its hash as a
+--          flat field/value array (HGETALL, read before this claim's writes) followed by
 --          its ID, its attempt (this run's) and k. The claim also set state = active and
---          worker. Just {now} when the queue is paused or has nothing ready.
--- Clock    Redis TIME.
+--          worker. Just {now_us} when the queue is paused or has nothing ready.
+-- Clock    Redis TIME, read once. now_us orders claims: no two scripts share a
+--          microsecond (Redis runs one script at a time, and each takes longer than 1us),
+--          so of two claims in flight the one with the smaller now_us ran first (unless
+--          the server's clock is stepped back between them).
 -- Invariant a claimed job is in active with a lease token that only its claimer knows;
 --          heartbeat, ack, fail and handback change nothing without that token.
 
-local now = now_ms()
+local us, now = now_us()
 local out = claim_jobs(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]),
   tonumber(ARGV[3]), ARGV[4], ARGV[5], now)
-table.insert(out, 1, now)
+table.insert(out, 1, us)
 return out

@@ -11,6 +11,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- now_us reads TIME once and returns it in microseconds, then the same instant in ms (as
+-- now_ms would). Both are exact: microseconds since the epoch stay far below 2^53.
+local function now_us()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000000 + us, s * 1000 + math.floor(us / 1000)
+end
+
 -- release_unique deletes the unique key a finished job holds (its hash's unique_key field),
 -- unless the job asked to keep it until its TTL, or the key now belongs to another job.
 local function release_held(ukey, keep, id)
@@ -192,6 +200,7 @@ end
 
 -- claim_jobs moves up to n jobs from ready to active (claim.lua, ackclaim.lua), each under
 -- a lease of lease_ms whose token is token .. ':' .. k (k: the job's place in the RPOP).
+-- now is in ms (started_at, the lease deadline).
 -- Returns one array per claimed job: the job's hash as a flat field/value array (HGETALL,
 -- read before this claim's writes) followed by three values: its ID, its new attempt, k.
 -- Nothing while the queue is paused. The claim also sets state, started_at (now) and
