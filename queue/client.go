@@ -92,6 +92,7 @@ type Client struct {
 	qkeys  sync.Map // queue name -> queueKeys, built once rather than on every enqueue
 	token  string   // random per Client: lease tokens are token + seq + index
 	tokens atomic.Uint64
+	ids    idGen // generated job IDs, monotonic per Client
 
 	enqueued *prometheus.CounterVec // nil without Config.Registerer
 
@@ -238,7 +239,7 @@ func (c *Client) prepare(job BatchJob, now time.Time) (prepared, error) {
 	}
 	p := prepared{typ: job.Type, payload: job.Payload, id: o.id, o: o}
 	if p.id == "" {
-		p.id, p.fresh = newID(now), true
+		p.id, p.fresh = c.ids.next(now), true
 	}
 	if o.uniqueTTL > 0 {
 		k := o.uniqueKey

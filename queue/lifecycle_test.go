@@ -549,8 +549,9 @@ func TestNewIDSortsByTime(t *testing.T) {
 	seen := map[string]bool{}
 	prev := ""
 	base := time.Now()
+	var g idGen
 	for i := range 1000 {
-		id := newID(base.Add(time.Duration(i) * time.Millisecond))
+		id := g.next(base.Add(time.Duration(i) * time.Millisecond))
 		if seen[id] || id <= prev {
 			t.Fatalf("id %d %q: duplicate or not after %q", i, id, prev)
 		}
