@@ -41,6 +41,9 @@ type Job struct {
 	Result     []byte
 	// Exclusive is the lock key of an exclusive job (see [Exclusive]); empty otherwise.
 	Exclusive string
+	// Postponed counts the times a worker gave the job back unrun with a delay
+	// ([Client.Postpone]); those runs are not counted in Attempt.
+	Postponed int
 
 	// Lease is the fencing token of the current claim, set on jobs returned by
 	// [Client.Claim]. Heartbeat, Ack, Fail and HandBack must present it.
@@ -113,6 +116,8 @@ func (d *jobFields) set(k, v string) {
 		j.Lease = v
 	case "exclusive":
 		j.Exclusive = v
+	case "postponed":
+		j.Postponed = atoi(v)
 	case "result":
 		j.Result = []byte(v)
 	case "payload":
@@ -205,6 +210,7 @@ type jobJSON struct {
 	Result        string     `json:"result"`
 	ResultBase64  bool       `json:"result_base64,omitempty"`
 	Exclusive     string     `json:"exclusive,omitempty"`
+	Postponed     int        `json:"postponed"`
 }
 
 // MarshalJSON renders the job in the CLI's JSON contract (see README).
@@ -214,7 +220,7 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		MaxRetry: j.MaxRetry, TimeoutS: j.Timeout.Seconds(),
 		CreatedAt: jsonTime(j.CreatedAt), RunAt: jsonTime(j.RunAt),
 		StartedAt: jsonTime(j.StartedAt), FinishedAt: jsonTime(j.FinishedAt),
-		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive,
+		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive, Postponed: j.Postponed,
 	}
 	v.Payload, v.PayloadBase64 = text(j.Payload)
 	v.Result, v.ResultBase64 = text(j.Result)

@@ -331,26 +331,47 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 
 // HandBack gives back a claimed job the worker will not run to the end, without counting
 // the attempt. With after = 0 (the worker is shutting down) the job goes to the head of
-// its queue's ready list, so another worker takes it at once; with after > 0 (an
-// exclusive job whose lock is held) it is scheduled that far ahead. A job an operator
-// cancelled goes to dead instead (last_error "cancelled by operator"; attempt not
-// counted) and HandBack returns ErrCancelled. Handing back again with the same lease (a
-// resent call) returns the same result and changes nothing.
+// its queue's ready list, so another worker takes it at once; with after > 0 it is
+// scheduled that far ahead (see also [Client.Postpone]). A job an operator cancelled goes
+// to dead instead (last_error "cancelled by operator"; attempt not counted) and HandBack
+// returns ErrCancelled. Handing back again with the same lease (a resent call) returns
+// the same result and changes nothing.
 func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) error {
+	return c.handBack(ctx, "hand back", job, max(after, 0), false, "")
+}
+
+// Postpone gives back a claimed job unrun, to run after the given delay, as HandBack does
+// with after > 0 (the attempt is not counted; a cancelled job goes to dead and Postpone
+// returns ErrCancelled; a resent call gets the same result and changes nothing), and
+// records why: the job's Postponed count goes up by one, and reason, when not empty,
+// becomes its LastError. A worker postpones a job it cannot run now, such as an exclusive
+// job whose lock is held elsewhere or a type it has no handler for, growing the delay
+// with Postponed. after must be positive (ErrInvalid otherwise; HandBack gives back with
+// no delay).
+func (c *Client) Postpone(ctx context.Context, job *Job, after time.Duration, reason string) error {
+	if after <= 0 {
+		return fmt.Errorf("postpone %s: %w: delay %s must be positive", job.ID, ErrInvalid, after)
+	}
+	return c.handBack(ctx, "postpone", job, after, true, reason)
+}
+
+// handBack runs handback.lua for one job: op names it in errors.
+func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.Duration, postpone bool, reason string) error {
 	if job.Lease == "" {
-		return fmt.Errorf("hand back %s: %w", job.ID, ErrLeaseLost)
+		return fmt.Errorf("%s %s: %w", op, job.ID, ErrLeaseLost)
 	}
 	qk := c.keys.queue(job.Queue)
 	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake, qk.dead},
-		qk.jobPrefix, max(ms(after), 0), ms(c.cfg.DeadRetention), c.cfg.DeadMax, job.ID, job.Lease).Int64Slice()
+		qk.jobPrefix, ms(after), ms(c.cfg.DeadRetention), c.cfg.DeadMax, flag(postpone), reason,
+		job.ID, job.Lease).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("hand back %s: %w", job.ID, err)
+		return fmt.Errorf("%s %s: %w", op, job.ID, err)
 	}
 	if len(res) != 1 {
-		return fmt.Errorf("hand back %s: %w", job.ID, errBadReply)
+		return fmt.Errorf("%s %s: %w", op, job.ID, errBadReply)
 	}
 	if err := settled(res[0]); err != nil {
-		return fmt.Errorf("hand back %s: %w", job.ID, err)
+		return fmt.Errorf("%s %s: %w", op, job.ID, err)
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 -- handback: active -> ready (at the head of the list) or -> scheduled (after a delay), for
--- jobs a worker gives back without running them to the end: it is stopping, or the job is
--- exclusive and its lock is held elsewhere. The attempt is not counted: the job did not
--- fail. A job an operator cancelled goes to dead instead (a cancel is final), its attempt
+-- jobs a worker gives back without running them to the end: it is stopping, or it
+-- postpones the job (an exclusive job whose lock is held elsewhere, a type it has no
+-- handler for). The attempt is not counted: the job did not fail. A job an operator cancelled goes to dead instead (a cancel is final), its attempt
 -- not counted either and no failure counted (the job did not fail: it was stopped).
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
@@ -13,7 +13,10 @@
 -- ARGV[2]  delay_ms             0: ready at once; > 0: scheduled that long from now
 -- ARGV[3]  dead_retention_ms    a cancelled job's hash expires this long after it died
 -- ARGV[4]  dead_max             the dead set keeps at most this many jobs
--- ARGV[5+2k], ARGV[6+2k]        id, lease token: one pair per job
+-- ARGV[5]  postpone             "1": a postpone (delay_ms > 0): the hash's postponed
+--                               counter goes up by one; "": a plain hand back
+-- ARGV[6]  reason               stored as last_error when not empty (postpone only)
+-- ARGV[7+2k], ARGV[8+2k]        id, lease token: one pair per job
 -- Returns  one integer per job: 1 handed back, 3 cancelled by an operator so dead
 --          instead, 0 lease lost (nothing changed). A hand back resent after its reply
 --          was lost finds its own lease ended (ended_lease in lib.lua) and returns the
@@ -25,9 +28,10 @@
 local active, ready, scheduled, wakes, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, delay = ARGV[1], tonumber(ARGV[2])
 local dead_retention, dead_max = tonumber(ARGV[3]), tonumber(ARGV[4])
+local postpone, reason = ARGV[5] == '1', ARGV[6]
 local now = nil
 local out, n = {}, 0
-for i = 5, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
   local job = redis.call('HMGET', key, 'lease', 'cancel')
@@ -50,6 +54,10 @@ for i = 5, #ARGV, 2 do
       table.insert(out, 3)
     else
       local ended = ended_lease('back', ARGV[i + 1])
+      if postpone then
+        redis.call('HINCRBY', key, 'postponed', 1)
+        if reason ~= '' then redis.call('HSET', key, 'last_error', reason) end
+      end
       if delay > 0 then
         local run_at = now + delay
         redis.call('HSET', key, 'state', 'scheduled', 'run_at', run_at, 'lease', ended)

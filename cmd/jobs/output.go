@@ -19,6 +19,7 @@ func printJob(w io.Writer, j *queue.Job) {
 	row("queue", j.Queue)
 	row("state", string(j.State))
 	row("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxRetry+1))
+	row("postponed", fmt.Sprint(j.Postponed))
 	row("timeout", j.Timeout.String())
 	row("created", when(j.CreatedAt))
 	row("run at", when(j.RunAt))
