@@ -150,10 +150,10 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 // nothing, when the caller's lease is gone, and ErrCancelled when an operator cancelled
 // the job while it ran: a cancel is final, so the job goes to dead instead (last_error
 // "cancelled by operator", counted as failed) and result is dropped; a resent call gets
-// ErrCancelled again. An ack of a job already done under the same
-// lease (a call resent after its reply was lost) returns nil and changes nothing; with
-// Config.DoneRetention < 0 the job is gone by then and that reads as ErrLeaseLost.
-// Concurrent Acks share one script call per queue (and per MaxBatch jobs).
+// ErrCancelled again. An ack of a job already done under the same lease (a call resent
+// after its reply was lost) returns nil and changes nothing; with Config.DoneRetention < 0
+// the job is gone by then and that reads as ErrLeaseLost. Concurrent Acks share one
+// script call per queue (and per MaxBatch jobs).
 func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
 	if job.Lease == "" { // a Job read by Get or List holds no lease
 		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)

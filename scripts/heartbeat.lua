@@ -3,7 +3,7 @@
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  lease_ms             new deadline = now + lease_ms
--- ARGV[3+2k], ARGV[4+2k]        id, lease token: one pair per job
+-- ARGV[3+2k], ARGV[4+2k]        id, lease token: one pair per job (<= 1000, queue.MaxBatch)
 -- Returns  {lost, cancelled}: the lease tokens that are lost (the job's token is another,
 --          or the job is gone: their runs must stop, and nothing of theirs will be
 --          accepted), and the tokens of jobs an operator cancelled (`jobs cancel`: their
