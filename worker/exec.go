@@ -55,9 +55,24 @@ func NewExec(command string) (*Exec, error) {
 
 var _ Handler = (*Exec)(nil)
 
+// execWaitDelay is how long Process still waits for the program's stdout and stderr to
+// reach end of file once the program has exited, or once ctx has ended and its process
+// group was killed. Only a process it left behind can hold them that long: a background
+// child of a program that exited (sh -c 'daemon & echo hi'), or, after the kill, a
+// grandchild that had left the group (setsid). Once the writers are gone the pipes drain in microseconds,
+// so 1s is ample even on a loaded machine, and it is paid only by programs that leave
+// such processes behind; it stays well under the default Config.AbandonGrace (5s), so a
+// killed program's attempt ends with its own error rather than being abandoned.
+const execWaitDelay = time.Second
+
 // Process runs the program for one job.
+//
+// When the program exits, processes it left in the background are not killed (they
+// may be meant to outlive it), but the attempt does not wait for them: whatever they
+// write to stdout or stderr more than execWaitDelay after the exit is lost. When ctx
+// ends, the program's whole process group is killed with SIGKILL.
 func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
-	cmd := exec.Command(e.Args[0], e.Args[1:]...)
+	cmd := exec.CommandContext(ctx, e.Args[0], e.Args[1:]...)
 	cmd.Stdin = bytes.NewReader(job.Payload)
 	cmd.Env = append(os.Environ(), "JOB_ID="+job.ID, "JOB_TYPE="+job.Type,
 		"JOB_QUEUE="+job.Queue, "JOB_ATTEMPT="+strconv.Itoa(job.Attempt))
@@ -66,20 +81,28 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Its own process group, so a timeout kills what it started too (sh -c '...').
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// Only while the program is not reaped: its pid is the group's id, which the
+		// system may give to another process once it is reaped and the group is empty.
+		if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			return err // os.ErrProcessDone once reaped: nothing left to cancel
+		}
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+		return nil
+	}
+	cmd.WaitDelay = execWaitDelay
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", e.Args[0], err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-waited:
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		select {
-		case <-waited:
-		case <-time.After(DefaultAbandonGrace): // a grandchild escaped the group and holds a pipe
-		}
+	err := cmd.Wait()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// It exited 0 (a failure would be an ExitError, a kill the context's error) and
+		// a process it left running still held its stdout or stderr.
+		err = nil
+	}
+	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("%s killed: %w", e.Args[0], context.Cause(ctx))
 	}
 	if err == nil {

@@ -1,10 +1,16 @@
 package worker
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,4 +63,115 @@ esac
 	if !strings.Contains(j.LastError, "killed") || time.Since(start) > 3*time.Second {
 		t.Errorf("hang: last_error %q after %s", j.LastError, time.Since(start))
 	}
+}
+
+// A program that exits but leaves a background process holding its stdout must not keep
+// the attempt open until the job's timeout: it ends execWaitDelay after the exit.
+func TestExecBackgroundChildDoesNotHoldTheJob(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	t.Cleanup(func() { killPidfile(t, pidfile) })
+	mux := NewMux()
+	mux.Handle("bg", mustExec(t, fmt.Sprintf(`sh -c 'sleep 30 & echo $! > %s; echo hi'`, pidfile)))
+	startWorker(t, c, Config{Handler: mux})
+
+	start := time.Now()
+	id := enqueue(t, c, "bg", "", queue.Timeout(20*time.Second), queue.MaxRetry(0))
+	j := waitState(t, c, "default", id, queue.StateDone, 10*time.Second)
+	if took := time.Since(start); string(j.Result) != "hi\n" || took > 5*time.Second {
+		t.Errorf("job = result %q after %s, want %q well within its 20s timeout", j.Result, took, "hi\n")
+	}
+}
+
+// However the program resists (ignores SIGTERM, leaves children holding its pipes, has a
+// grandchild that left its process group), Process returns soon after ctx ends and says
+// the program was killed, and why.
+func TestExecReturnsSoonAfterCancel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, script string }{
+		{"ignores SIGTERM", `trap "" TERM; echo $$ > PID; while :; do sleep 1; done`},
+		{"child holds stdout", `sleep 30 & echo $$ > PID; sleep 30`},
+		// setsid: a new session, out of the process group that is killed; it still holds
+		// stdout and stderr, so only WaitDelay ends the wait for them.
+		{"grandchild escaped the group", `setsid sh -c 'echo $$ > PID; exec sleep 30' & sleep 30`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pidfile := filepath.Join(t.TempDir(), "pid")
+			t.Cleanup(func() { killPidfile(t, pidfile) })
+			e := &Exec{Args: []string{"sh", "-c", strings.ReplaceAll(tc.script, "PID", pidfile)}}
+			ctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			returned := make(chan error, 1)
+			go func() { returned <- e.Process(ctx, &queue.Job{ID: "1", Type: "t", Queue: "default", Attempt: 1}) }()
+			readPidfile(t, pidfile, 10*time.Second)
+
+			cancel(errors.New("test says stop"))
+			cancelled := time.Now()
+			select {
+			case err := <-returned:
+				if took := time.Since(cancelled); took > 3*time.Second {
+					t.Errorf("Process() returned %s after cancel, want about %s", took, execWaitDelay)
+				}
+				if err == nil || !strings.Contains(err.Error(), "sh killed") || !strings.Contains(err.Error(), "test says stop") {
+					t.Errorf("Process() err = %v, want it to say sh was killed and why (test says stop)", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("Process() did not return within 15s of cancel")
+			}
+		})
+	}
+}
+
+func mustExec(t *testing.T, command string) *Exec {
+	t.Helper()
+	e, err := NewExec(command)
+	if err != nil {
+		t.Fatalf("NewExec(%q) err = %v", command, err)
+	}
+	return e
+}
+
+// readPidfile waits for a program to write its pid to path.
+func readPidfile(t *testing.T, path string, within time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		b, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s after %s", path, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killPidfile kills what a test left running, if it wrote its pid and still runs.
+func killPidfile(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && alive(pid) {
+		t.Logf("killing leftover pid %d", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// alive reports whether process pid exists and is not a zombie (an orphan is reaped by
+// whichever process adopts it, which may take a while or never happen in a container).
+func alive(pid int) bool {
+	if runtime.GOOS == "linux" {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// "pid (comm) state ...": comm may hold spaces and parentheses; state follows the last ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		return i < 0 || !bytes.HasPrefix(bytes.TrimSpace(stat[i+1:]), []byte("Z"))
+	}
+	return syscall.Kill(pid, 0) == nil
 }
