@@ -20,8 +20,12 @@ import (
 // without reporting an error: the attempt still counts against max_retry.
 const ExitRetry = 75
 
-// Output limits of an exec handler: stdout beyond MaxExecResult is cut from the result;
-// only the last MaxExecStderr bytes of stderr go into last_error.
+// Output limits of an exec handler. A job's result is its program's stdout if that is at
+// most MaxExecResult bytes; a longer one is cut, and a last line says so:
+// "[jobs: output truncated: first N of M bytes kept]", with the result still at most
+// MaxExecResult bytes. The job still succeeds: its work is done, and retrying it would
+// not make its output shorter. Only the last MaxExecStderr bytes of stderr go into
+// last_error.
 const (
 	MaxExecResult = 1 << 20
 	MaxExecStderr = 4 << 10
@@ -106,7 +110,7 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 		return fmt.Errorf("%s killed: %w", e.Args[0], context.Cause(ctx))
 	}
 	if err == nil {
-		SetResult(ctx, stdout.Bytes())
+		SetResult(ctx, stdout.result())
 		return nil
 	}
 	var exit *exec.ExitError
@@ -116,17 +120,32 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	return fmt.Errorf("%s: %w%s", e.Args[0], err, stderr.suffix())
 }
 
-// capped keeps the first max bytes written to it.
+// capped keeps the first max bytes written to it and counts the rest. It is not a
+// bytes.Buffer, nor embeds one: exec copies a program's output with io.Copy, which would
+// call the buffer's ReadFrom instead of Write and read all of it, uncapped.
 type capped struct {
-	bytes.Buffer
-	max int
+	buf   []byte
+	max   int
+	total int64
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
+	c.total += int64(len(p))
+	if room := c.max - len(c.buf); room > 0 {
+		c.buf = append(c.buf, p[:min(len(p), room)]...)
 	}
 	return len(p), nil
+}
+
+// result is everything written if that fits in max bytes; otherwise the head of it
+// followed by a line saying how much was kept, max bytes in all.
+func (c *capped) result() []byte {
+	if c.total <= int64(c.max) {
+		return c.buf
+	}
+	const format = "\n[jobs: output truncated: first %d of %d bytes kept]\n"
+	kept := c.max - len(fmt.Sprintf(format, c.max, c.total)) // kept < max: its note is no longer
+	return fmt.Appendf(c.buf[:kept], format, kept, c.total)
 }
 
 // tail keeps the last max bytes written to it.

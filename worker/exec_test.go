@@ -124,6 +124,40 @@ func TestExecReturnsSoonAfterCancel(t *testing.T) {
 	}
 }
 
+// Stdout beyond MaxExecResult is cut, through the real path: worker, Redis, client.
+func TestExecResultIsCapped(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	mux := NewMux()
+	mux.Handle("out", mustExec(t, `sh -c 'head -c "$(cat)" /dev/zero'`))
+	startWorker(t, c, Config{Handler: mux})
+
+	for _, tc := range []struct {
+		size      int
+		truncated bool
+	}{{MaxExecResult, false}, {50 << 20, true}} {
+		id := enqueue(t, c, "out", strconv.Itoa(tc.size), queue.MaxRetry(0))
+		j := waitState(t, c, "default", id, queue.StateDone, 30*time.Second)
+		if !tc.truncated {
+			if len(j.Result) != tc.size || bytes.Count(j.Result, []byte{0}) != tc.size {
+				t.Errorf("%d bytes of output: result has %d bytes, want them all", tc.size, len(j.Result))
+			}
+			continue
+		}
+		note := fmt.Sprintf(" of %d bytes kept]\n", tc.size)
+		if len(j.Result) > MaxExecResult || !bytes.HasSuffix(j.Result, []byte(note)) {
+			t.Errorf("%d bytes of output: result has %d bytes ending %q; want at most MaxExecResult (%d) ending %q",
+				tc.size, len(j.Result), j.Result[max(0, len(j.Result)-80):], MaxExecResult, note)
+			continue
+		}
+		head, _, _ := bytes.Cut(j.Result, []byte("\n[jobs:"))
+		if len(head) < MaxExecResult-100 || bytes.Count(head, []byte{0}) != len(head) {
+			t.Errorf("%d bytes of output: result keeps %d bytes of it before the note, want the first %d or so",
+				tc.size, len(head), MaxExecResult-100)
+		}
+	}
+}
+
 func mustExec(t *testing.T, command string) *Exec {
 	t.Helper()
 	e, err := NewExec(command)
