@@ -36,7 +36,9 @@ const (
 // in its environment; it is run directly, never through a shell, so a payload can never
 // be interpreted as shell code. Exit 0 succeeds with stdout as the job's result,
 // ExitRetry (75) asks for a retry, anything else fails with the tail of stderr as the
-// error. At the job's timeout the program's whole process group is killed.
+// error. When the job's context ends (timeout, lost lease, cancel, shutdown) the
+// program's whole process group is killed; on Linux the program is also killed when the
+// worker dies, even by SIGKILL, so it cannot run on beside the job's next attempt.
 type Exec struct {
 	Args []string // program and arguments
 }
@@ -83,8 +85,7 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	stdout := &capped{max: MaxExecResult}
 	stderr := &tail{max: MaxExecStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// Its own process group, so a timeout kills what it started too (sh -c '...').
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = execSysProcAttr() // own process group; on Linux, dies with the worker
 	cmd.Cancel = func() error {
 		// Only while the program is not reaped: its pid is the group's id, which the
 		// system may give to another process once it is reaped and the group is empty.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -156,6 +158,52 @@ func TestExecResultIsCapped(t *testing.T) {
 				tc.size, len(head), MaxExecResult-100)
 		}
 	}
+}
+
+// A worker killed with SIGKILL takes its programs with it (Linux: Pdeathsig), so a job
+// whose lease then expires is not run twice at once.
+func TestExecProgramDiesWithWorker(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Pdeathsig is Linux-only")
+	}
+	t.Parallel()
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	t.Cleanup(func() { killPidfile(t, pidfile) })
+	worker := exec.Command(os.Args[0], "-test.run=^TestExecHelperWorker$", "-test.count=1", "-test.timeout=2m")
+	worker.Env = append(os.Environ(), "BE_EXEC_PARENT=1", "JOBS_TEST_CLUSTER=",
+		fmt.Sprintf(`EXEC_COMMAND=sh -c 'echo $$ > %s; exec sleep 60'`, pidfile))
+	worker.Stdout, worker.Stderr = testLog{t}, testLog{t}
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+	pid := readPidfile(t, pidfile, 30*time.Second)
+
+	if err := worker.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = worker.Wait()
+	killed := time.Now()
+	for alive(pid) {
+		if time.Since(killed) > 2*time.Second {
+			t.Fatalf("program (pid %d) still runs %s after its worker was killed", pid, time.Since(killed))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestExecHelperWorker is the worker process of TestExecProgramDiesWithWorker: it runs
+// $EXEC_COMMAND as an Exec handler until it is killed.
+func TestExecHelperWorker(t *testing.T) {
+	if os.Getenv("BE_EXEC_PARENT") != "1" {
+		t.Skip("helper process of TestExecProgramDiesWithWorker")
+	}
+	// TestMain started a redis-server for this process, which it does not need and which
+	// would outlive it: a SIGKILLed process cannot stop it.
+	redistest.Shared(t).Stop()
+	err := mustExec(t, os.Getenv("EXEC_COMMAND")).Process(context.Background(),
+		&queue.Job{ID: "1", Type: "t", Queue: "default", Attempt: 1})
+	t.Fatalf("Process() = %v; the helper should have been killed while it ran", err)
 }
 
 func mustExec(t *testing.T, command string) *Exec {
