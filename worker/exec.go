@@ -20,8 +20,12 @@ import (
 // without reporting an error: the attempt still counts against max_retry.
 const ExitRetry = 75
 
-// Output limits of an exec handler: stdout beyond MaxExecResult is cut from the result;
-// only the last MaxExecStderr bytes of stderr go into last_error.
+// Output limits of an exec handler. A job's result is its program's stdout if that is at
+// most MaxExecResult bytes; a longer one is cut, and a last line says so:
+// "[jobs: output truncated: first N of M bytes kept]", with the result still at most
+// MaxExecResult bytes. The job still succeeds: its work is done, and retrying it would
+// not make its output shorter. Only the last MaxExecStderr bytes of stderr go into
+// last_error.
 const (
 	MaxExecResult = 1 << 20
 	MaxExecStderr = 4 << 10
@@ -32,7 +36,9 @@ const (
 // in its environment; it is run directly, never through a shell, so a payload can never
 // be interpreted as shell code. Exit 0 succeeds with stdout as the job's result,
 // ExitRetry (75) asks for a retry, anything else fails with the tail of stderr as the
-// error. At the job's timeout the program's whole process group is killed.
+// error. When the job's context ends (timeout, lost lease, cancel, shutdown) the
+// program's whole process group is killed; on Linux the program is also killed when the
+// worker dies, even by SIGKILL, so it cannot run on beside the job's next attempt.
 type Exec struct {
 	Args []string // program and arguments
 }
@@ -55,35 +61,57 @@ func NewExec(command string) (*Exec, error) {
 
 var _ Handler = (*Exec)(nil)
 
+// execWaitDelay is how long Process still waits for the program's stdout and stderr to
+// reach end of file once the program has exited, or once ctx has ended and its process
+// group was killed. Only a process it left behind can hold them that long: a background
+// child of a program that exited (sh -c 'daemon & echo hi'), or, after the kill, a
+// grandchild that had left the group (setsid). Once the writers are gone the pipes drain in microseconds,
+// so 1s is ample even on a loaded machine, and it is paid only by programs that leave
+// such processes behind; it stays well under the default Config.AbandonGrace (5s), so a
+// killed program's attempt ends with its own error rather than being abandoned.
+const execWaitDelay = time.Second
+
 // Process runs the program for one job.
+//
+// When the program exits, processes it left in the background are not killed (they
+// may be meant to outlive it), but the attempt does not wait for them: whatever they
+// write to stdout or stderr more than execWaitDelay after the exit is lost. When ctx
+// ends, the program's whole process group is killed with SIGKILL.
 func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
-	cmd := exec.Command(e.Args[0], e.Args[1:]...)
+	cmd := exec.CommandContext(ctx, e.Args[0], e.Args[1:]...)
 	cmd.Stdin = bytes.NewReader(job.Payload)
 	cmd.Env = append(os.Environ(), "JOB_ID="+job.ID, "JOB_TYPE="+job.Type,
 		"JOB_QUEUE="+job.Queue, "JOB_ATTEMPT="+strconv.Itoa(job.Attempt))
 	stdout := &capped{max: MaxExecResult}
 	stderr := &tail{max: MaxExecStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// Its own process group, so a timeout kills what it started too (sh -c '...').
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = execSysProcAttr() // own process group; on Linux, dies with the worker
+	cmd.Cancel = func() error {
+		// Only while the program is not reaped: its pid is the group's id, which the
+		// system may give to another process once it is reaped and the group is empty.
+		if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			return err // os.ErrProcessDone once reaped: nothing left to cancel
+		}
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+		return nil
+	}
+	cmd.WaitDelay = execWaitDelay
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", e.Args[0], err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-waited:
-	case <-ctx.Done():
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		select {
-		case <-waited:
-		case <-time.After(DefaultAbandonGrace): // a grandchild escaped the group and holds a pipe
-		}
+	err := cmd.Wait()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// It exited 0 (a failure would be an ExitError, a kill the context's error) and
+		// a process it left running still held its stdout or stderr.
+		err = nil
+	}
+	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("%s killed: %w", e.Args[0], context.Cause(ctx))
 	}
 	if err == nil {
-		SetResult(ctx, stdout.Bytes())
+		SetResult(ctx, stdout.result())
 		return nil
 	}
 	var exit *exec.ExitError
@@ -93,17 +121,32 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	return fmt.Errorf("%s: %w%s", e.Args[0], err, stderr.suffix())
 }
 
-// capped keeps the first max bytes written to it.
+// capped keeps the first max bytes written to it and counts the rest. It is not a
+// bytes.Buffer, nor embeds one: exec copies a program's output with io.Copy, which would
+// call the buffer's ReadFrom instead of Write and read all of it, uncapped.
 type capped struct {
-	bytes.Buffer
-	max int
+	buf   []byte
+	max   int
+	total int64
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
+	c.total += int64(len(p))
+	if room := c.max - len(c.buf); room > 0 {
+		c.buf = append(c.buf, p[:min(len(p), room)]...)
 	}
 	return len(p), nil
+}
+
+// result is everything written if that fits in max bytes; otherwise the head of it
+// followed by a line saying how much was kept, max bytes in all.
+func (c *capped) result() []byte {
+	if c.total <= int64(c.max) {
+		return c.buf
+	}
+	const format = "\n[jobs: output truncated: first %d of %d bytes kept]\n"
+	kept := c.max - len(fmt.Sprintf(format, c.max, c.total)) // kept < max: its note is no longer
+	return fmt.Appendf(c.buf[:kept], format, kept, c.total)
 }
 
 // tail keeps the last max bytes written to it.
