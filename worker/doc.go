@@ -1,20 +1,57 @@
 // Package worker runs jobs: it claims them from its queues under a lease, runs each with
 // a Handler under the job's timeout, renews leases by heartbeat while handlers run, and
 // settles every attempt with exactly one transition: ack (done), fail (retry with
-// exponential backoff, or dead), or hand back (the worker is stopping).
+// exponential backoff, or dead), hand back or postpone (not run to the end here; no
+// attempt counted).
+//
+// # How a worker is built
+//
+// One goroutine, the loop (loop.go), owns all of a Run's state: the runs and their states
+// (run.go: claimed, buffered, running, settling, abandoned), the claim-ahead buffer,
+// pending acks, lease deadlines and per-queue schedules. Slots are goroutines that only
+// run handlers and report outcomes; every Redis call runs on a goroutine of its own and
+// reports back to the loop (calls.go), so no call, however slow, holds the loop, the
+// other queues or the watchdogs. A queue whose calls fail (its cluster master is down)
+// backs off alone.
 //
 // An idle worker does not poll: it blocks on its queues' wake lists, which every enqueue
 // pushes to, and wakes on its own when the next delayed or retrying job is due, so a new
 // job starts within a millisecond and a delayed one within a few of its due time.
 //
-// Handler contract: return nil for success, an error to retry (with backoff, up to the
-// job's max_retry), SkipRetry(err) to dead-letter at once. A panic is a failure with its
-// stack in last_error. Watch ctx: it is cancelled at the timeout (its Deadline; Err is
-// then context.DeadlineExceeded, in contexts derived from it too), when the lease is
-// lost, when an operator cancels the job, and when shutdown runs out of time;
-// context.Cause says which. A handler that ignores it is abandoned Config.AbandonGrace
-// (5s) later (the attempt fails; its goroutine cannot be killed).
+// # Handler contract
+//
+// Return nil for success, an error to retry (with backoff, up to the job's max_retry),
+// SkipRetry(err) to dead-letter at once. A panic is a failure with its stack in
+// last_error; runtime.Goexit (t.FailNow) is a failure too. The handler gets a copy of the
+// job. Watch ctx: it is cancelled at the timeout (its Deadline; Err is then
+// context.DeadlineExceeded), when the lease is lost, when the lease could not be renewed
+// for five sixths of its length (Redis unreachable: the handler is stopped before another
+// worker may take the job), when an operator cancels the job (within about a round trip,
+// through a notice; the heartbeat catches missed notices), and when shutdown runs out of
+// time; context.Cause says which. A handler that ignores it is abandoned
+// Config.AbandonGrace (5s) later: the attempt fails and a new slot takes its place (its
+// goroutine cannot be killed; an exclusive job's lock stays held until it returns).
 // Delivery is at-least-once: make handlers idempotent.
+//
+// A cancelled job ends dead on every path: failed, succeeded after the cancel, still in
+// the claim-ahead buffer, or handed back at shutdown.
+//
+// A job whose type this worker has no handler for (ErrNoHandler) is postponed, not
+// failed, so a worker that has the handler runs it; see ErrNoHandler.
+//
+// # Order
+//
+// Each queue is FIFO: jobs are claimed in the order they became ready (enqueued, or
+// promoted when due: jobs of one client due at the same instant in enqueue order), and a
+// worker starts the jobs it claimed from a queue in that order. So with one worker of
+// concurrency 1, jobs start one after another in queue order. Jobs put back at the head of
+// the queue break the order on purpose, to run soon: those handed back (shutdown, claimed
+// ahead and not started in time) or reaped after a crash. Retries, postponed jobs and
+// delayed jobs join the queue when due. With more slots, workers or queues, jobs start in
+// order but run side by side, so they may finish in any order; nothing orders queues
+// against each other beyond their weights.
+//
+// # Exec handlers
 //
 // Exec handlers (`jobs worker --run TYPE=COMMAND`) run a program per job: payload on
 // stdin, JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT in the environment, exit 0 for

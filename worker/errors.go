@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // skipRetry marks an error after which retrying is pointless.
@@ -33,14 +34,22 @@ type retryRequested struct{ msg string }
 
 func (e *retryRequested) Error() string { return e.msg }
 
-// errLeaseLost and errShutdown are the causes a job's context is cancelled with besides
-// its timeout.
+// The causes a job's context is cancelled with besides its timeout (context.Cause).
 var (
 	errLeaseLost = errors.New("worker: lease lost")
-	errLockLost  = errors.New("worker: exclusive lock lost")
-	errCancelled = errors.New("cancelled by operator")
-	errShutdown  = errors.New("worker: shutting down")
+	// errLeaseExpiring: the lease could not be renewed (Redis unreachable) and would
+	// expire soon, after which another worker may run the job.
+	errLeaseExpiring = errors.New("worker: lease could not be renewed")
+	errLockLost      = errors.New("worker: exclusive lock lost")
+	errCancelled     = errors.New("cancelled by operator")
+	errShutdown      = errors.New("worker: shutting down")
 )
+
+// errAbandoned is the failure recorded for a handler that did not return within grace of
+// its context ending.
+func errAbandoned(grace time.Duration) error {
+	return fmt.Errorf("handler abandoned: it did not return within %s of its context ending", grace)
+}
 
 // panicError is a handler panic turned into a failure, with its stack for last_error.
 type panicError struct {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -28,9 +29,9 @@ var (
 	_ Handler = (*Mux)(nil)
 )
 
-// Mux routes jobs to handlers by job type. A job whose type has no handler fails with an
-// error saying so, and is retried and finally dead like any failure: nothing is lost
-// while a deploy that adds the handler rolls out.
+// Mux routes jobs to handlers by job type. For a job whose type has no handler it returns
+// ErrNoHandler, which the worker does not count as a failure: it postpones the job so
+// that a worker that has the handler runs it (see ErrNoHandler).
 type Mux struct {
 	mu sync.RWMutex
 	m  map[string]Handler
@@ -75,18 +76,18 @@ func (m *Mux) Process(ctx context.Context, job *queue.Job) error {
 	h, ok := m.m[job.Type]
 	m.mu.RUnlock()
 	if !ok {
-		return fmt.Errorf("no handler for job type %q on worker", job.Type)
+		return fmt.Errorf("%w %q", ErrNoHandler, job.Type)
 	}
 	return h.Process(ctx, job)
 }
 
-type resultKey struct{}
-
-// SetResult stores data as the job's result, saved with the job when the attempt succeeds
-// (`jobs inspect` shows it). Call it from a Handler with the ctx it was given; the last
-// call wins. Outside a handler it does nothing.
-func SetResult(ctx context.Context, data []byte) {
-	if p, ok := ctx.Value(resultKey{}).(*[]byte); ok {
-		*p = data
-	}
-}
+// ErrNoHandler is what Mux returns for a job type it has no handler for; any Handler may
+// return it (wrapped) too. The attempt is not counted as a failure, so no job dies
+// because one worker of a mixed fleet (a rolling deploy, workers with different --run
+// sets) lacks its handler while another has it: the job is postponed, unrun, about 200ms
+// the first ten times it meets a worker without the handler, then 1s doubling to 5 min
+// (Job.Postponed counts them), its last_error saying which worker lacked it, and the
+// worker logs a warning (once a minute per type). A type that no worker handles thus
+// waits, visible in `jobs ls`/`inspect` and the logs, until a handler is deployed or
+// the job is cancelled.
+var ErrNoHandler = errors.New("worker: no handler for job type")

@@ -162,19 +162,6 @@ func TestPanicIsAFailureWithStack(t *testing.T) {
 	}
 }
 
-func TestUnknownTypeFailsClearly(t *testing.T) {
-	t.Parallel()
-	c := newClient(t)
-	mux := NewMux()
-	mux.HandleFunc("known", func(context.Context, *queue.Job) error { return nil })
-	startWorker(t, c, Config{Handler: mux})
-	id := enqueue(t, c, "unknown", "", queue.MaxRetry(1))
-	j := waitState(t, c, "default", id, queue.StateDead, 5*time.Second)
-	if j.LastError != `no handler for job type "unknown" on worker` || j.Attempt != 2 {
-		t.Errorf("last_error %q attempt %d", j.LastError, j.Attempt)
-	}
-}
-
 func TestTimeoutCancelsHandler(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)

@@ -41,12 +41,12 @@ func TestNetworkCutAndStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var proxies []*proxy
+	var proxies []*redistest.Proxy
 	var workers []*child
 	for i := range 3 {
-		p := newProxy(t, srv.Addr)
+		p := redistest.NewProxy(t, srv.Addr)
 		proxies = append(proxies, p)
-		workers = append(workers, startChild(t, "counting-worker", nil, "JOBS_TEST_REDIS="+p.addr(),
+		workers = append(workers, startChild(t, "counting-worker", nil, "JOBS_TEST_REDIS="+p.Addr(),
 			"JOBS_TEST_COUNT_REDIS="+srv.Addr, "JOBS_TEST_PREFIX="+prefix, fmt.Sprintf("JOBS_TEST_ID=net%d", i),
 			"JOBS_TEST_LEASE=1s", "JOBS_TEST_WORK=50ms"))
 	}
@@ -82,19 +82,19 @@ func TestNetworkCutAndStall(t *testing.T) {
 	time.Sleep(time.Second)
 	held := leases("")
 	for _, p := range proxies { // a cut: every connection reset at once
-		p.cut()
+		p.Cut()
 	}
 	cut := time.Now()
 	waitFor(t, 15*time.Second, "the jobs running at the cut come back", cameBack(held))
 	afterCut := time.Since(cut)
 
 	for _, p := range proxies { // a partition longer than a lease, for everyone
-		p.stall()
+		p.Stall()
 	}
 	held = leases("")
 	time.Sleep(2500 * time.Millisecond)
 	for _, p := range proxies {
-		p.resume()
+		p.Resume()
 	}
 	healed := time.Now()
 	waitFor(t, 15*time.Second, "the jobs running in the stall come back", cameBack(held))
@@ -114,14 +114,14 @@ func TestNetworkCutAndStall(t *testing.T) {
 
 	// One worker cut off past its client's read timeout: the others reap its jobs.
 	waitFor(t, 10*time.Second, "worker net0 busy again", func() bool { return len(leases("net0")) >= 4 })
-	proxies[0].stall()
+	proxies[0].Stall()
 	stalled := time.Now()
 	held = leases("net0")
 	waitFor(t, 15*time.Second, "the stalled worker's jobs come back", cameBack(held))
 	takenOver := time.Since(stalled)
 	time.Sleep(4*time.Second - takenOver)
-	proxies[0].cut()
-	proxies[0].resume()
+	proxies[0].Cut()
+	proxies[0].Resume()
 	resumed := time.Now()
 	// Fresh work, in case the others drained the queue meanwhile.
 	more, err := client.EnqueueBatch(ctx, batch[:n2])
@@ -200,10 +200,10 @@ func TestLateAckIsRefused(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	k := queueKeys{prefix, queue.DefaultQueue}
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: prefix})
-	pa := newProxy(t, srv.Addr)
+	pa := redistest.NewProxy(t, srv.Addr)
 	env := []string{"JOBS_TEST_COUNT_REDIS=" + srv.Addr, "JOBS_TEST_PREFIX=" + prefix, "JOBS_TEST_LEASE=1s",
 		"JOBS_TEST_WORK=2s", "JOBS_TEST_CONCURRENCY=1"}
-	a := startChild(t, "counting-worker", nil, append(env, "JOBS_TEST_REDIS="+pa.addr(), "JOBS_TEST_ID=late-A")...)
+	a := startChild(t, "counting-worker", nil, append(env, "JOBS_TEST_REDIS="+pa.Addr(), "JOBS_TEST_ID=late-A")...)
 	id, err := client.Enqueue(ctx, "slow", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -215,12 +215,12 @@ func TestLateAckIsRefused(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "worker A runs the job", claimedBy("late-A"))
-	pa.stall() // A's heartbeats, and later its ack, wait in the proxy
+	pa.Stall() // A's heartbeats, and later its ack, wait in the proxy
 	stalled := time.Now()
 	b := startChild(t, "counting-worker", nil, append(env, "JOBS_TEST_REDIS="+srv.Addr, "JOBS_TEST_ID=late-B")...)
 	waitFor(t, 15*time.Second, "worker B reclaims the job", claimedBy("late-B"))
 	reclaimed := time.Since(stalled)
-	pa.resume()
+	pa.Resume()
 	waitFor(t, 15*time.Second, "worker A's late ack refused", func() bool {
 		return strings.Contains(a.out.String(), "job lost its lease before it finished")
 	})
@@ -286,15 +286,15 @@ func TestEnqueueReplyLost(t *testing.T) {
 	} {
 		prefix := redistest.Prefix(t)
 		k := queueKeys{prefix, queue.DefaultQueue}
-		p := newProxy(t, srv.Addr)
-		c := redis.NewClient(&redis.Options{Addr: p.addr(), MaxRetries: tc.maxRetries})
+		p := redistest.NewProxy(t, srv.Addr)
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: tc.maxRetries})
 		t.Cleanup(func() { c.Close() })
 		client, _ := queue.NewClient(c, queue.Config{Prefix: prefix})
 		if _, err := client.Enqueue(ctx, "warm-up", nil); err != nil { // loads the script: the cut hits EVALSHA
 			t.Fatal(err)
 		}
 		rdb.Del(ctx, k.key("ready"))
-		p.cutAfterRequest([]byte("EVALSHA"))
+		p.CutAfterRequest([]byte("EVALSHA"))
 		var opts []queue.Option
 		if tc.own {
 			opts = append(opts, queue.ID("mine"))
@@ -308,7 +308,7 @@ func TestEnqueueReplyLost(t *testing.T) {
 			return len(ready) > 0
 		})
 		t.Logf("FIGURES reply lost, %s: Enqueue returned %q, error %v; ready list %v", tc.name, id, err, ready)
-		if n := p.cutCount(); n != 1 {
+		if n := p.CutCount(); n != 1 {
 			t.Fatalf("%s: the proxy cut %d connections, want 1", tc.name, n)
 		}
 		switch {
@@ -345,8 +345,8 @@ func TestAckReplyLost(t *testing.T) {
 	srv := redistest.Shared(t)
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
-	p := newProxy(t, srv.Addr)
-	c := redis.NewClient(&redis.Options{Addr: p.addr()})
+	p := redistest.NewProxy(t, srv.Addr)
+	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { c.Close() })
 	client, _ := queue.NewClient(c, queue.Config{Prefix: prefix})
 	for range 2 {
@@ -361,12 +361,12 @@ func TestAckReplyLost(t *testing.T) {
 	if err := client.Ack(ctx, jobs[0], nil); err != nil { // loads the script: the cut hits EVALSHA
 		t.Fatal(err)
 	}
-	p.cutAfterRequest([]byte("EVALSHA"))
+	p.CutAfterRequest([]byte("EVALSHA"))
 	err = client.Ack(ctx, jobs[1], []byte("result"))
 	got, gerr := client.Get(ctx, queue.DefaultQueue, jobs[1].ID)
 	st, _ := client.Stats(ctx)
 	t.Logf("FIGURES ack reply lost: Ack returned %v; job %s; processed today %d", err, got.State, st[0].ProcessedToday)
-	if n := p.cutCount(); n != 1 {
+	if n := p.CutCount(); n != 1 {
 		t.Fatalf("the proxy cut %d connections, want 1", n)
 	}
 	if err != nil || gerr != nil || got.State != queue.StateDone || string(got.Result) != "result" {

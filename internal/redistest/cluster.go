@@ -18,8 +18,9 @@ type Cluster struct {
 }
 
 // StartCluster starts n (>= 3: Redis Cluster's minimum) cluster-enabled redis-servers,
-// joins them into one cluster and waits until every node reports cluster_state:ok.
-func StartCluster(n int) (*Cluster, error) {
+// with any extra config arguments, joins them into one cluster and waits until every
+// node reports cluster_state:ok.
+func StartCluster(n int, extra ...string) (*Cluster, error) {
 	if n < 3 {
 		return nil, fmt.Errorf("redistest: a cluster needs at least 3 masters, not %d", n)
 	}
@@ -29,8 +30,8 @@ func StartCluster(n int) (*Cluster, error) {
 	}
 	c := &Cluster{}
 	for range n {
-		s, err := Start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000")
+		s, err := Start(append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000"}, extra...)...)
 		if err != nil {
 			c.Stop()
 			return nil, err

@@ -7,6 +7,7 @@ package redistest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -159,6 +160,7 @@ func Main(m *testing.M) {
 		shared, err = Start()
 	}
 	if err != nil {
+		flag.Parse() // testing.Short panics before the flags are parsed (m.Run parses them)
 		if !testing.Short() {
 			fmt.Fprintln(os.Stderr, "redistest:", err)
 			os.Exit(1)

@@ -1,0 +1,69 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jobs-dev/jobs/lock"
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// ExclusiveRetryDelay is about how long an exclusive job whose lock is held waits before
+// it is tried again (with +-50% jitter, so waiting jobs do not all retry in step).
+const ExclusiveRetryDelay = time.Second
+
+// exclusive is the Handler wrapper that runs exclusive jobs (queue.Exclusive) one at a
+// time per key, across all workers: under a lock taken with TryLock (never waiting for
+// it), extended while the handler runs and released only when the handler returns, even
+// if the worker abandoned it meanwhile, so the next job of the key can never run beside
+// it. A job whose lock is held is postponed (no attempt counted).
+type exclusive struct {
+	next   Handler
+	locker *lock.Locker
+	client *queue.Client
+	ttl    time.Duration // the lock's TTL, renewed every third of it
+	log    *slog.Logger
+}
+
+func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
+	if job.Exclusive == "" {
+		return e.next.Process(ctx, job)
+	}
+	lk, err := e.locker.TryLock(ctx, e.client.ExclusiveLock(job.Exclusive), e.ttl)
+	if err != nil {
+		reason := fmt.Sprintf("exclusive key %q is held by another job", job.Exclusive)
+		if !errors.Is(err, lock.ErrHeld) {
+			reason = fmt.Sprintf("exclusive key %q: cannot take its lock: %v", job.Exclusive, err)
+		}
+		return &postpone{after: ExclusiveRetryDelay/2 + rand.N(ExclusiveRetryDelay), reason: reason,
+			quiet: errors.Is(err, lock.ErrHeld)}
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Lost (it expired while Redis was unreachable): another worker may start its twin.
+	lk.KeepAlive(func(error) { cancel(errLockLost) })
+	defer func() {
+		rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+		defer stop()
+		if err := lk.Release(rctx); err != nil && !errors.Is(err, lock.ErrLost) {
+			e.log.LogAttrs(rctx, slog.LevelWarn, "cannot release exclusive lock; it expires by itself",
+				slog.String(attrJobID, job.ID), slog.String("error", err.Error()))
+		}
+	}()
+	return e.next.Process(lctx, job)
+}
+
+// postpone is a handler's outcome that gives the job back unrun, to run again after a
+// delay without counting an attempt: an exclusive job whose lock is held, or a job type
+// this worker has no handler for.
+type postpone struct {
+	after  time.Duration
+	reason string
+	quiet  bool // expected contention: logged at Debug
+}
+
+func (p *postpone) Error() string { return "postponed: " + p.reason }

@@ -1,0 +1,607 @@
+package worker
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// loop is one Run of a Worker: a single goroutine that owns every piece of run state (the
+// runs and their states, the claim-ahead buffer, pending acks, lease deadlines, cancel
+// flags, per-queue schedules and backoffs) and changes it only in reaction to events:
+//
+//   - a slot's handler returned (results);
+//   - a Redis call's reply (events): exchange (ack+claim), heartbeat, promote and reap,
+//     settle (fail, hand back, postpone);
+//   - the wait's wake token (wakes), an operator's cancel notice (events);
+//   - the one timer, set to the nearest due time: a watchdog or abandonment, a buffered
+//     job going stale, the next heartbeat, promotion or reap, a backoff's end, the
+//     shutdown timeout;
+//   - Run's context ending.
+//
+// Redis calls run on goroutines of their own and report back through events, so nothing
+// ever blocks the loop; slots are goroutines that only run handlers. No state is shared:
+// there is no mutex in the worker.
+type loop struct {
+	w        *Worker
+	cfg      Config
+	log      *slog.Logger
+	handler  Handler
+	jobsBase context.Context // parent of every handler's context: Run's values, never its cancellation
+	bg       context.Context // for Redis calls: lives until the loop has exited
+
+	results chan result
+	events  chan func()
+	wakes   chan wakeup   // buffered 1: at most one wait runs
+	exited  chan struct{} // closed when the loop returns: late senders give up
+
+	queues []*queueState // sorted by name
+	byName map[string]*queueState
+	runs   map[string]*run // every run not yet settled, by lease token
+	buffer []*run          // claimed ahead, oldest first
+	slots  map[*slot]struct{}
+	idle   []*slot
+	timers timers // running runs by checkAt
+
+	busy     int // slots running a handler
+	reserved int // jobs that claims in flight may bring
+	held     int // jobs claimed but held back for order (see placeHeld)
+	calls    int // Redis calls in flight that Run waits for before it returns
+
+	waiting   bool // a wait is in flight
+	waitFails int
+	waitRetry time.Time
+
+	nextBeat time.Time
+
+	stopping  bool
+	stopAt    time.Time // when running jobs are cancelled and handed back
+	stopFired bool
+
+	avg        time.Duration // moving average of handler durations: claim ahead while short
+	aheadUntil time.Duration
+	staleAfter time.Duration
+
+	timer   *time.Timer
+	timerAt time.Time // zero: the timer is stopped
+
+	warned map[string]time.Time // job types without a handler, last logged
+}
+
+// queueState is what the loop knows of one of its queues.
+type queueState struct {
+	name   string
+	weight int
+	share  int // claims drawn for it in this exchange
+
+	// dry: the last claim found it empty; claim again after a wake token, a promotion or
+	// reap that moved jobs, or the end of a wait.
+	dry      bool
+	acks     []*run // succeeded runs, acked by its next exchange call
+	inflight int    // exchange calls in flight (at most 2)
+	claiming int    // of which claim jobs (at most claimsInFlight)
+	sent     uint64 // exchange calls sent; replies are placed in this order
+	placed   uint64
+	replies  map[uint64]claimReply
+
+	nextPromote, nextReap time.Time
+	maintaining, beating  bool
+
+	failures int       // consecutive failed calls
+	retryAt  time.Time // no call before this after a failure
+}
+
+type claimReply struct {
+	jobs []*queue.Job
+	sent time.Time
+}
+
+// wakeup is the outcome of one wait.
+type wakeup struct {
+	queue, token string
+	err          error
+	on           []*queueState
+}
+
+// aheadMin is the buffer's size at low concurrency (while handlers are short): a worker
+// of concurrency 10 claims up to 64 jobs per round trip, not 10.
+const aheadMin = 64
+
+func newLoop(w *Worker, ctx context.Context) *loop {
+	cfg := w.cfg
+	until := min(cfg.Lease/40, 125*time.Millisecond)
+	l := &loop{w: w, cfg: cfg, log: w.log, jobsBase: context.WithoutCancel(ctx),
+		handler: &exclusive{next: cfg.Handler, locker: w.locker, client: w.client, ttl: 2 * cfg.Lease, log: w.log},
+		results: make(chan result, cfg.Concurrency), events: make(chan func(), 16),
+		wakes: make(chan wakeup, 1), exited: make(chan struct{}),
+		byName: map[string]*queueState{}, runs: map[string]*run{}, slots: map[*slot]struct{}{},
+		timers: timers{lease: cfg.Lease}, aheadUntil: until, staleAfter: min(cfg.Lease/10, 500*time.Millisecond),
+		// Unknown handlers are assumed slow until a few have been timed, so a worker of
+		// long jobs never claims ahead.
+		avg: until, warned: map[string]time.Time{}}
+	for _, name := range w.queues {
+		q := &queueState{name: name, weight: cfg.Queues[name], replies: map[uint64]claimReply{}}
+		l.queues = append(l.queues, q)
+		l.byName[name] = q
+	}
+	return l
+}
+
+// run is the loop itself; it returns once ctx has ended and every run is settled.
+func (l *loop) run(ctx context.Context) {
+	bg, stopCalls := context.WithCancel(context.WithoutCancel(ctx))
+	l.bg = bg
+	defer stopCalls()
+	l.timer = time.NewTimer(time.Hour)
+	l.timer.Stop()
+	defer l.timer.Stop()
+	for range l.cfg.Concurrency {
+		l.idle = append(l.idle, l.newSlot())
+	}
+	go l.watchCancels(bg)
+	stop := ctx.Done()
+	for {
+		now := time.Now()
+		l.step(now)
+		if l.stopping && (len(l.runs) == 0 && l.calls == 0 || !now.Before(l.giveUpAt())) {
+			if len(l.runs) > 0 || l.calls > 0 {
+				l.log.LogAttrs(context.Background(), slog.LevelError,
+					"Redis calls still unanswered at the end of the shutdown; their jobs come back after their lease",
+					slog.Int("jobs", len(l.runs)), slog.Int("calls", l.calls))
+			}
+			break
+		}
+		l.arm(now)
+		select {
+		case res := <-l.results:
+			now = time.Now()
+			l.finish(res, now)
+			// Take every outcome already waiting, so one exchange carries their acks.
+			for more := true; more; {
+				select {
+				case res = <-l.results:
+					l.finish(res, now)
+				default:
+					more = false
+				}
+			}
+		case f := <-l.events:
+			f()
+		case wu := <-l.wakes:
+			l.woken(wu, time.Now())
+		case <-l.timer.C:
+			l.timerAt = time.Time{}
+		case <-stop:
+			stop = nil
+			l.beginStop(time.Now())
+		}
+	}
+	close(l.exited)
+	for s := range l.slots {
+		close(s.in) // idle slots end; a zombie ends when its handler returns
+	}
+	if l.waiting {
+		// Its token, if any, belongs to another worker now.
+		go func() {
+			if wu := <-l.wakes; wu.token != "" {
+				l.passOn(context.WithoutCancel(ctx), wu)
+			}
+		}()
+	}
+}
+
+// step does whatever is due at now. It is called after every event.
+func (l *loop) step(now time.Time) {
+	l.checkTimers(now)
+	if l.stopping && !l.stopFired && !now.Before(l.stopAt) {
+		l.stopFired = true
+		n := 0
+		for _, r := range l.runs {
+			if r.state == running {
+				l.stopRun(r, errShutdown, now)
+				n++
+			}
+		}
+		if n > 0 {
+			l.log.LogAttrs(context.Background(), slog.LevelWarn,
+				"shutdown timeout: cancelling and handing back running jobs", slog.Int("running", n))
+		}
+	}
+	var stale []*run
+	for len(l.buffer) > 0 && (l.stopping || now.Sub(l.buffer[0].renewed) >= l.staleAfter) {
+		stale = append(stale, l.buffer[0])
+		l.buffer = l.buffer[1:]
+		l.slowed()
+	}
+	if len(stale) > 0 {
+		l.handBack(stale)
+	}
+	if len(l.runs) > len(l.buffer) && !now.Before(l.nextBeat) {
+		l.heartbeat(now)
+	}
+	if !l.stopping {
+		for _, q := range l.queues {
+			if !q.maintaining && !now.Before(q.retryAt) && (!now.Before(q.nextReap) || !now.Before(q.nextPromote)) {
+				l.maintain(q, now)
+			}
+		}
+	}
+	l.exchange(now)
+	l.wait(now)
+}
+
+// arm sets the timer to the nearest due time after now.
+func (l *loop) arm(now time.Time) {
+	var next time.Time
+	at := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	if len(l.timers.runs) > 0 {
+		at(l.timers.runs[0].checkAt(l.cfg.Lease))
+	}
+	if len(l.buffer) > 0 {
+		at(l.buffer[0].renewed.Add(l.staleAfter))
+	}
+	if len(l.runs) > len(l.buffer) {
+		at(l.nextBeat)
+	}
+	if l.stopping {
+		if !l.stopFired {
+			at(l.stopAt)
+		}
+		at(l.giveUpAt())
+	}
+	for _, q := range l.queues {
+		switch {
+		case now.Before(q.retryAt):
+			at(q.retryAt)
+		case !l.stopping && !q.maintaining:
+			at(q.nextReap)
+			at(q.nextPromote)
+		}
+	}
+	if !l.waiting && now.Before(l.waitRetry) {
+		at(l.waitRetry)
+	}
+	if next.Equal(l.timerAt) {
+		return
+	}
+	l.timerAt = next
+	if next.IsZero() {
+		l.timer.Stop()
+		return
+	}
+	l.timer.Reset(max(next.Sub(now), 0))
+}
+
+// room is how many jobs to claim: the free slots, plus the buffer's room while handlers
+// are short, less what is claimed already.
+func (l *loop) room() int {
+	n := l.cfg.Concurrency - l.busy - len(l.buffer) - l.reserved - l.held
+	if l.avg < l.aheadUntil {
+		n += l.ahead()
+	}
+	return max(n, 0)
+}
+
+// ahead is the buffer's size while handlers are short: enough jobs that the slots do not
+// run dry during one round trip, and large batches (each call has a fixed cost, in Redis
+// and here), but few enough that a buffered job waits only about a quarter of staleAfter
+// at the average handler time.
+func (l *loop) ahead() int {
+	most := max(l.cfg.Concurrency, aheadMin)
+	if l.avg <= 0 {
+		return most
+	}
+	return int(min(int64(most), int64(l.cfg.Concurrency)*int64(l.staleAfter/4)/int64(l.avg)))
+}
+
+// timed records a handler's duration: a moving average decides whether to claim ahead.
+func (l *loop) timed(took time.Duration) { l.avg += (took - l.avg) / 8 }
+
+// slowed stops claiming ahead (until handlers are timed short again) when a buffered job
+// went stale: the average was too optimistic, as handlers still running are not in it.
+func (l *loop) slowed() { l.avg = max(l.avg, l.aheadUntil) }
+
+// exchange sends, for each queue that has acks waiting or a share of the room, one call
+// that acks and claims (at most two in flight per queue). The room is shared among the
+// queues that may have jobs, by weight: each job goes to a queue drawn with probability
+// weight/total.
+func (l *loop) exchange(now time.Time) {
+	want := 0
+	if !l.stopping {
+		want = l.room()
+	}
+	total := 0
+	for _, q := range l.queues {
+		q.share = 0
+		if want > 0 && q.mayClaim(now) {
+			total += q.weight
+		}
+	}
+	for range min(want, queue.MaxBatch) {
+		if total == 0 {
+			break
+		}
+		r := rand.N(total)
+		for _, q := range l.queues {
+			if q.mayClaim(now) {
+				if r -= q.weight; r < 0 {
+					q.share++
+					break
+				}
+			}
+		}
+	}
+	for _, q := range l.queues {
+		if q.inflight < 2 && !now.Before(q.retryAt) && (q.share > 0 || len(q.acks) > 0) {
+			l.sendExchange(q, q.share, now)
+		}
+	}
+}
+
+// claimsInFlight is the most claims in flight per queue: one, so a worker's claims on a
+// queue run in the order they were sent and its jobs start in queue order. (Two cost as
+// much: BenchmarkProcess gave 63,800 jobs/s with one, 60,700 with two, medians of 5.)
+const claimsInFlight = 1
+
+// mayClaim reports whether an exchange may claim from q now.
+func (q *queueState) mayClaim(now time.Time) bool {
+	return !q.dry && q.inflight < 2 && q.claiming < claimsInFlight && !now.Before(q.retryAt)
+}
+
+// placeHeld places the claim replies of q in the order their calls were sent, each only
+// once every earlier call on q has replied, and the jobs of the replies placed together in
+// the order Redis claimed them (two calls in flight may run in either order): jobs of a
+// queue start in the order they left its ready list.
+func (l *loop) placeHeld(q *queueState, now time.Time) {
+	var got []*run
+	for {
+		rep, ok := q.replies[q.placed+1]
+		if !ok {
+			break
+		}
+		delete(q.replies, q.placed+1)
+		q.placed++
+		for _, j := range rep.jobs {
+			got = append(got, &run{job: j, q: q, renewed: rep.sent, index: -1})
+		}
+	}
+	l.held -= len(got)
+	slices.SortStableFunc(got, func(a, b *run) int { return a.job.StartedAt.Compare(b.job.StartedAt) })
+	var back []*run
+	for _, r := range got {
+		l.runs[r.job.Lease] = r
+		switch {
+		case l.stopping || r.cancelled:
+			back = append(back, r)
+		case len(l.idle) > 0:
+			s := l.idle[len(l.idle)-1]
+			l.idle = l.idle[:len(l.idle)-1]
+			l.start(r, s, now)
+		default:
+			r.state = buffered
+			l.buffer = append(l.buffer, r)
+		}
+	}
+	if len(back) > 0 {
+		l.handBack(back)
+	}
+}
+
+// start runs r on slot s.
+func (l *loop) start(r *run, s *slot, now time.Time) {
+	ctx, cancel := context.WithCancelCause(l.jobsBase)
+	r.start(s, ctx, cancel, now, l.cfg.AbandonGrace)
+	l.busy++
+	heap.Push(&l.timers, r)
+	l.w.metrics.setBusy(int64(l.busy))
+	s.in <- r
+}
+
+// finish takes a slot's report: the slot runs the next buffered job or waits, and the
+// outcome is recorded (an ack waits for the next exchange of its queue).
+func (l *loop) finish(res result, now time.Time) {
+	r, s, o := res.run, res.slot, res.o
+	if o.exited {
+		delete(l.slots, s)
+	}
+	if r.state == abandoned {
+		// A late outcome: the attempt was settled when it was abandoned.
+		if !o.exited {
+			delete(l.slots, s)
+			close(s.in)
+		}
+		return
+	}
+	heap.Remove(&l.timers, r.index)
+	l.busy--
+	l.timed(o.took)
+	r.returned(o)
+	if o.exited {
+		s = l.newSlot()
+	}
+	l.refill(s, now)
+	if o.err == nil {
+		r.q.acks = append(r.q.acks, r)
+		return
+	}
+	l.settleFailure(r, o)
+}
+
+// refill gives slot s the next buffered job that is still fresh, or makes it idle.
+func (l *loop) refill(s *slot, now time.Time) {
+	for len(l.buffer) > 0 && !l.stopping {
+		r := l.buffer[0]
+		l.buffer = l.buffer[1:]
+		if now.Sub(r.renewed) < l.staleAfter {
+			l.start(r, s, now)
+			return
+		}
+		l.slowed()
+		l.handBack([]*run{r})
+	}
+	l.idle = append(l.idle, s)
+	l.w.metrics.setBusy(int64(l.busy))
+}
+
+func (l *loop) newSlot() *slot {
+	s := &slot{in: make(chan *run, 1)}
+	l.slots[s] = struct{}{}
+	go l.slotMain(s)
+	return s
+}
+
+// checkTimers fires the watchdogs and abandonments that are due.
+func (l *loop) checkTimers(now time.Time) {
+	var watched []*run
+	defer func() {
+		if len(watched) > 0 { // one record for all: they share their heartbeats
+			l.log.LogAttrs(context.Background(), slog.LevelWarn,
+				"leases could not be renewed: cancelling their jobs before another worker may take them",
+				slog.Int("jobs", len(watched)), slog.String(attrJobID, watched[0].job.ID),
+				slog.Duration("since_renewed", now.Sub(watched[0].renewed)))
+		}
+	}()
+	for len(l.timers.runs) > 0 {
+		r := l.timers.runs[0]
+		if r.checkAt(l.cfg.Lease).After(now) {
+			return
+		}
+		if r.cause == nil && now.Before(r.abandonAt) {
+			// The watchdog: no renewal for five sixths of the lease.
+			watched = append(watched, r)
+			l.stopRun(r, errLeaseExpiring, now)
+			continue
+		}
+		heap.Remove(&l.timers, r.index)
+		r.abandon()
+		l.busy--
+		r.slot.zombie = true
+		l.refill(l.newSlot(), now)
+		cause := cmp.Or(r.cause, context.DeadlineExceeded)
+		l.settleFailure(r, outcome{err: errAbandoned(l.cfg.AbandonGrace), cause: cause, took: now.Sub(r.started)})
+	}
+}
+
+// stopRun cancels a running run's handler with cause.
+func (l *loop) stopRun(r *run, cause error, now time.Time) {
+	r.stop(cause, now, l.cfg.AbandonGrace)
+	if r.index >= 0 {
+		heap.Fix(&l.timers, r.index)
+	}
+}
+
+// cancelRun acts on an operator's cancel of a run's job: a running handler's context is
+// cancelled, a buffered job handed back (the script sends it to dead).
+func (l *loop) cancelRun(r *run, now time.Time) {
+	r.cancelled = true
+	switch r.state {
+	case running:
+		l.stopRun(r, errCancelled, now)
+	case buffered:
+		if i := slices.Index(l.buffer, r); i >= 0 {
+			l.buffer = slices.Delete(l.buffer, i, i+1)
+			l.handBack([]*run{r})
+		}
+	}
+}
+
+// beginStop starts the shutdown: no more claims, buffered jobs handed back (by step),
+// running jobs cancelled at the shutdown timeout.
+func (l *loop) beginStop(now time.Time) {
+	l.stopping = true
+	l.stopAt = now.Add(l.cfg.ShutdownTimeout)
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "worker stopping: waiting for running jobs",
+		slog.Int("running", l.busy), slog.Duration("shutdown_timeout", l.cfg.ShutdownTimeout))
+}
+
+// giveUpAt is when a stopping worker stops waiting for Redis calls that never came back
+// (a network that swallows them, with no read timeout).
+func (l *loop) giveUpAt() time.Time {
+	return l.stopAt.Add(l.cfg.AbandonGrace + 2*reportTimeout)
+}
+
+// woken takes the wait's outcome.
+func (l *loop) woken(wu wakeup, now time.Time) {
+	l.waiting = false
+	if wu.err != nil {
+		if q := l.byName[wu.queue]; q != nil {
+			l.failed(q, wu.err, now)
+			return
+		}
+		// Its own backoff: claims may succeed while waits keep failing (an ACL without
+		// BLPOP, say).
+		l.waitFails++
+		delay := backoffDelay(l.waitFails)
+		l.waitRetry = now.Add(delay)
+		l.log.LogAttrs(context.Background(), slog.LevelWarn, "wait failed; retrying",
+			slog.String("error", wu.err.Error()), slog.Duration("retry_in", delay))
+		return
+	}
+	l.waitFails = 0
+	if wu.token == "" {
+		for _, q := range wu.on {
+			q.dry = false // look again: covers wake tokens lost with a crashed worker
+		}
+		return
+	}
+	q := l.byName[wu.queue]
+	if q == nil || l.stopping || l.room() == 0 {
+		l.passOn(l.bg, wu) // we cannot use it: another idle worker can
+		return
+	}
+	q.dry = false
+	if wu.token == queue.WakeScheduled {
+		q.nextPromote = now // it may be due sooner than planned
+	}
+}
+
+// backoffDelay is the wait after n consecutive failures: 100ms doubling to 5s.
+func backoffDelay(n int) time.Duration {
+	return min(100*time.Millisecond<<min(n-1, 6), 5*time.Second)
+}
+
+// failed records a failed call on q: q alone backs off, the other queues go on.
+func (l *loop) failed(q *queueState, err error, now time.Time) {
+	q.failures++
+	delay := backoffDelay(q.failures)
+	q.retryAt = now.Add(delay)
+	l.log.LogAttrs(context.Background(), slog.LevelError, "Redis call failed; retrying",
+		slog.String(attrQueue, q.name), slog.String("error", err.Error()), slog.Duration("retry_in", delay))
+}
+
+// timers is a heap of running runs by checkAt.
+type timers struct {
+	runs  []*run
+	lease time.Duration
+}
+
+func (t *timers) Len() int { return len(t.runs) }
+func (t *timers) Less(i, j int) bool {
+	return t.runs[i].checkAt(t.lease).Before(t.runs[j].checkAt(t.lease))
+}
+func (t *timers) Swap(i, j int) {
+	t.runs[i], t.runs[j] = t.runs[j], t.runs[i]
+	t.runs[i].index, t.runs[j].index = i, j
+}
+func (t *timers) Push(x any) {
+	r := x.(*run)
+	r.index = len(t.runs)
+	t.runs = append(t.runs, r)
+}
+func (t *timers) Pop() any {
+	r := t.runs[len(t.runs)-1]
+	t.runs[len(t.runs)-1] = nil
+	t.runs = t.runs[:len(t.runs)-1]
+	r.index = -1
+	return r
+}
