@@ -56,3 +56,19 @@ func BenchmarkProcess(b *testing.B) {
 	<-stopped
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// BenchmarkHandlerContext is the cost per job of a handler's context as the worker makes
+// it (the loop's WithCancelCause, the slot's WithValue and WithDeadline), cancelled when
+// the handler returns: plain context package contexts, one timer each.
+func BenchmarkHandlerContext(b *testing.B) {
+	base := context.WithoutCancel(context.Background())
+	b.ReportAllocs()
+	for b.Loop() {
+		var a attempt
+		cctx, cancelCause := context.WithCancelCause(base)
+		ctx, cancel := context.WithDeadline(context.WithValue(cctx, attemptKey{}, &a), time.Now().Add(30*time.Minute))
+		SetResult(ctx, nil)
+		cancel()
+		cancelCause(nil)
+	}
+}
