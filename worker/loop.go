@@ -566,6 +566,9 @@ func (l *loop) giveUpAt() time.Time {
 func (l *loop) woken(wu wakeup, now time.Time) {
 	l.waiting = false
 	if wu.err != nil {
+		for _, q := range wu.on {
+			q.dry = false // claims may work while waits fail: keep claiming
+		}
 		if q := l.byName[wu.queue]; q != nil {
 			l.failed(q, wu.err, now)
 			return
@@ -604,6 +607,9 @@ func backoffDelay(n int) time.Duration {
 
 // failed records a failed call on q: q alone backs off, the other queues go on.
 func (l *loop) failed(q *queueState, err error, now time.Time) {
+	if now.Before(q.retryAt) {
+		return // another call of this round failed too: one backoff step per round
+	}
 	q.failures++
 	delay := backoffDelay(q.failures)
 	q.retryAt = now.Add(delay)
