@@ -184,7 +184,7 @@ func (l *loop) run(ctx context.Context) {
 	}
 	close(l.exited)
 	for s := range l.slots {
-		close(s.in) // idle slots end; a zombie ends when its handler returns
+		close(s.in) // idle slots end; an abandoned one ends when its handler returns
 	}
 	if l.waiting {
 		// Its token, if any, belongs to another worker now.
@@ -517,7 +517,6 @@ func (l *loop) checkTimers(now time.Time) {
 		heap.Remove(&l.timers, r.index)
 		r.abandon()
 		l.busy--
-		r.slot.zombie = true
 		l.refill(l.newSlot(), now)
 		cause := cmp.Or(r.cause, context.DeadlineExceeded)
 		l.settleFailure(r, outcome{err: errAbandoned(l.cfg.AbandonGrace), cause: cause, took: now.Sub(r.started)})

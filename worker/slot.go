@@ -13,10 +13,9 @@ import (
 // on in, runs its handler, and posts the outcome on the loop's results. It owns nothing
 // else; the loop decides what it runs next.
 type slot struct {
-	in chan *run // buffered 1; closed by the loop when the slot must end
-	// zombie: the slot's handler was abandoned and a new slot took its place; when the
-	// handler returns, the loop closes in. Read and written by the loop only.
-	zombie bool
+	// in is buffered 1 and closed by the loop when the slot must end: at exit, or when the
+	// handler of an abandoned run (whose slot was replaced) finally returns.
+	in chan *run
 }
 
 // outcome is what a handler's attempt gave.

@@ -1,11 +1,8 @@
 package worker
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,17 +10,6 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
 )
-
-// waitFailures counts the "wait failed" records a slog text handler writes (one Write
-// per record).
-type waitFailures struct{ n atomic.Int32 }
-
-func (w *waitFailures) Write(p []byte) (int, error) {
-	if bytes.Contains(p, []byte("wait failed")) {
-		w.n.Add(1)
-	}
-	return len(p), nil
-}
 
 // A wait that keeps failing while every other call succeeds (here: an ACL user without
 // BLPOP) backs off like any Redis failure, instead of retrying every 100ms forever.
@@ -44,9 +30,9 @@ func TestFailingWaitBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs waitFailures
+	logger, logs := countingLogger(t, "wait failed")
 	stop := startWorker(t, c, Config{Concurrency: 2, Handler: HandlerFunc(func(context.Context, *queue.Job) error { return nil }),
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: logger})
 	time.Sleep(1600 * time.Millisecond)
 	stop()
 	n := logs.n.Load()
