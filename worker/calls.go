@@ -76,7 +76,7 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 		// (an ack resent by the same lease reports done), until their leases may be gone.
 		var keep []*run
 		for _, r := range acks {
-			if now.Sub(r.renewed) < l.cfg.Lease && !(l.stopping && now.After(l.stopAt.Add(l.cfg.AbandonGrace))) {
+			if l.resendable(r, err, now, 0) {
 				keep = append(keep, r)
 			} else {
 				l.settled(r)
@@ -127,11 +127,21 @@ func (l *loop) settled(r *run) { delete(l.runs, r.job.Lease) }
 // heartbeat renews the leases of the running and settling runs, one call per queue (the
 // queue package caps each script call at MaxBatch jobs). A lease reported lost, or a job
 // an operator cancelled, has its handler cancelled.
+//
+// Beats are a third of the lease apart and each gives up after a quarter of it, so a hung
+// beat has failed before the next one is due: the watchdog (five sixths of the lease
+// after the last renewal) fires only when two beats in a row failed. A failed beat is
+// retried a twelfth of the lease later, and a queue whose beat was still in flight when
+// the others beat is beaten as soon as that reply comes.
 func (l *loop) heartbeat(now time.Time) {
 	l.nextBeat = now.Add(l.cfg.Lease / 3)
 	byQueue := map[*queueState][]*run{}
 	for _, r := range l.runs {
-		if (r.state == running || r.state == settling) && !r.q.beating {
+		if r.state == running || r.state == settling {
+			if r.q.beating {
+				r.q.beatMissed = true
+				continue
+			}
 			byQueue[r.q] = append(byQueue[r.q], r)
 		}
 	}
@@ -143,7 +153,7 @@ func (l *loop) heartbeat(now time.Time) {
 			jobs[i] = r.job
 		}
 		go func() {
-			ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/3, reportTimeout))
+			ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/4, reportTimeout))
 			lost, cancelled, err := l.w.client.Heartbeat(ctx, q.name, l.cfg.Lease, jobs)
 			cancel()
 			l.postEvent(func() { l.beaten(q, runs, now, lost, cancelled, err) })
@@ -156,8 +166,14 @@ func (l *loop) beaten(q *queueState, runs []*run, sent time.Time, lost, cancelle
 	now := time.Now()
 	q.beating = false
 	l.calls--
+	if q.beatMissed {
+		q.beatMissed = false
+		l.nextBeat = now
+	}
 	if err != nil {
-		// The watchdog cancels each handler before its lease can expire.
+		// Try again soon; if Redis stays out of reach, the watchdog cancels each handler
+		// before its lease can expire.
+		l.nextBeat = minTime(l.nextBeat, now.Add(l.cfg.Lease/12))
 		l.log.LogAttrs(context.Background(), slog.LevelWarn, "heartbeat failed",
 			slog.String(attrQueue, q.name), slog.String("error", err.Error()))
 		return
@@ -190,6 +206,9 @@ func (l *loop) beaten(q *queueState, runs []*run, sent time.Time, lost, cancelle
 // and retrying jobs (when one is due, or a wake token or a reap asked).
 func (l *loop) maintain(q *queueState, now time.Time) {
 	reap, promote := !now.Before(q.nextReap), !now.Before(q.nextPromote)
+	if promote {
+		q.promoteAsked = false
+	}
 	q.maintaining = true
 	l.calls++
 	go func() {
@@ -232,6 +251,9 @@ func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, 
 		}
 		q.nextPromote = now.Add(wait)
 	}
+	if q.promoteAsked {
+		q.nextPromote = now // a wake token asked while this call was in flight
+	}
 	if moved > 0 || reaped > 0 {
 		q.dry = false
 	}
@@ -261,11 +283,27 @@ func (l *loop) wait(now time.Time) {
 	}()
 }
 
-// passOn pushes back a wake token this worker popped but will not act on.
-func (l *loop) passOn(ctx context.Context, wu wakeup) {
+// passOn pushes back, on a goroutine of its own, a wake token this worker popped but will
+// not act on: another idle worker can.
+func (l *loop) passOn(wu wakeup) {
 	if wu.token == "" || wu.queue == "" {
 		return
 	}
+	l.calls++
+	go func() {
+		l.wakeAnother(l.bg, wu)
+		l.postEvent(func() { l.calls-- })
+	}()
+}
+
+// passOnTimeout bounds passing on a wake token: its worth fades in a second (idle workers
+// look again at the end of their wait).
+const passOnTimeout = time.Second
+
+// wakeAnother pushes back a wake token; called off the loop.
+func (l *loop) wakeAnother(ctx context.Context, wu wakeup) {
+	ctx, cancel := context.WithTimeout(ctx, passOnTimeout)
+	defer cancel()
 	if err := l.w.client.Wake(ctx, wu.queue, wu.token); err != nil {
 		l.log.LogAttrs(ctx, slog.LevelWarn, "cannot pass on a wake token", slog.String("error", err.Error()))
 	}
@@ -304,8 +342,15 @@ func (l *loop) handBack(runs []*run) {
 	for _, r := range runs {
 		r.state = settling
 	}
+	l.handBackTry(runs, 0)
+}
+
+// handBackTry sends the hand backs of runs, after a backoff when it is a retry; those
+// that failed are retried while their leases hold (see resendable).
+func (l *loop) handBackTry(runs []*run, tries int) {
 	l.calls++
 	go func() {
+		l.pause(tries)
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		defer cancel()
 		errs := make([]error, len(runs))
@@ -314,10 +359,19 @@ func (l *loop) handBack(runs []*run) {
 		}
 		l.postEvent(func() {
 			l.calls--
+			now := time.Now()
+			var again []*run
 			for i, r := range runs {
+				err := errs[i]
+				if l.resendable(r, err, now, tries) {
+					again = append(again, r)
+					continue
+				}
 				l.settled(r)
-				switch err := errs[i]; {
+				switch {
 				case err == nil, errors.Is(err, queue.ErrLeaseLost):
+					// A lost lease: another worker has it, or an earlier try of ours whose
+					// reply was lost handed it back.
 				case errors.Is(err, queue.ErrCancelled):
 					l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job cancelled by an operator before it ran; it is dead")
 				default:
@@ -325,8 +379,38 @@ func (l *loop) handBack(runs []*run) {
 						"cannot hand back a claimed job; it will be retried after its lease", slog.String("error", err.Error()))
 				}
 			}
+			if len(again) > 0 {
+				l.handBackTry(again, tries+1)
+			}
 		})
 	}()
+}
+
+// settleTries bounds the tries of a call that records an outcome: a call Redis keeps
+// refusing while it renews the lease is not retried forever (about 25 s of backoff).
+const settleTries = 10
+
+// resendable reports whether a call that records r's outcome, and failed with err, is
+// worth another try: the failure may be passing, and r's lease still holds, so the
+// outcome it records cannot yet be anyone else's to record. Resending one that was
+// applied, its reply lost, is safe: an ack reports done, the others a lost lease.
+func (l *loop) resendable(r *run, err error, now time.Time, tries int) bool {
+	return err != nil && !errors.Is(err, queue.ErrLeaseLost) && !errors.Is(err, queue.ErrCancelled) &&
+		!errors.Is(err, queue.ErrInvalid) && tries+1 < settleTries && l.bg.Err() == nil &&
+		now.Sub(r.renewed) < l.cfg.Lease && !(l.stopping && now.After(l.stopAt.Add(l.cfg.AbandonGrace)))
+}
+
+// pause waits before a retry: the backoff of its tries, or nothing for a first try.
+func (l *loop) pause(tries int) {
+	if tries == 0 {
+		return
+	}
+	t := time.NewTimer(backoffDelay(tries))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-l.bg.Done():
+	}
 }
 
 // settleFailure records an attempt that did not succeed: postponed (exclusive lock held,
@@ -412,17 +496,33 @@ func (l *loop) fail(r *run, o outcome) {
 	})
 }
 
-// settleCall runs one call that records a run's outcome, then done on the loop.
+// settleCall runs one call that records a run's outcome, retried while it may succeed
+// (see resendable), then done on the loop.
 func (l *loop) settleCall(r *run, call func(context.Context) (string, error), done func(string, error)) {
+	l.settleTry(r, call, done, 0)
+}
+
+func (l *loop) settleTry(r *run, call func(context.Context) (string, error), done func(string, error), tries int) {
 	l.calls++
 	go func() {
+		l.pause(tries)
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		res, err := call(ctx)
 		cancel()
 		l.postEvent(func() {
 			l.calls--
+			if l.resendable(r, err, time.Now(), tries) {
+				l.settleTry(r, call, done, tries+1)
+				return
+			}
 			l.settled(r)
 			done(res, err)
+			if tries > 0 && errors.Is(err, queue.ErrLeaseLost) {
+				// Most likely an earlier try was applied and only its reply was lost.
+				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo,
+					"job outcome resent after a failed call: the lease is gone, so the first call was most likely applied")
+				return
+			}
 			l.reportError(r.job, err)
 		})
 	}()

@@ -12,7 +12,16 @@
 // run handlers and report outcomes; every Redis call runs on a goroutine of its own and
 // reports back to the loop (calls.go), so no call, however slow, holds the loop, the
 // other queues or the watchdogs. A queue whose calls fail (its cluster master is down)
-// backs off alone.
+// backs off alone. A call that records an outcome (fail, hand back, postpone) is retried
+// with backoff while the job's lease holds; if it never gets through, the lease expires
+// and the job runs again (at-least-once).
+//
+// Heartbeats renew leases every third of Config.Lease and give up after a quarter of
+// it; a failed beat is retried a twelfth later. Those bounds, like every call's, hold
+// only when the go-redis client honours context deadlines: set ContextTimeoutEnabled in
+// its options, or keep ReadTimeout (3s by default) well under the lease. The watchdog
+// needs neither: it cancels a handler five sixths of a lease after its last renewal,
+// whatever Redis does.
 //
 // An idle worker does not poll: it blocks on its queues' wake lists, which every enqueue
 // pushes to, and wakes on its own when the next delayed or retrying job is due, so a new

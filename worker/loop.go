@@ -44,7 +44,8 @@ type loop struct {
 	queues []*queueState // sorted by name
 	byName map[string]*queueState
 	runs   map[string]*run // every run not yet settled, by lease token
-	buffer []*run          // claimed ahead, oldest first
+	buffer []*run          // claimed ahead, in the order they are to start
+	oldest time.Time       // no buffered run was renewed before this
 	slots  map[*slot]struct{}
 	idle   []*slot
 	timers timers // running runs by checkAt
@@ -92,6 +93,11 @@ type queueState struct {
 
 	nextPromote, nextReap time.Time
 	maintaining, beating  bool
+	// promoteAsked: a wake token for a due job came while a maintain call was in flight,
+	// whose reply must not push the next promotion back.
+	promoteAsked bool
+	// beatMissed: a heartbeat round skipped this queue (its last beat was in flight).
+	beatMissed bool
 
 	failures int       // consecutive failed calls
 	retryAt  time.Time // no call before this after a failure
@@ -189,8 +195,8 @@ func (l *loop) run(ctx context.Context) {
 	if l.waiting {
 		// Its token, if any, belongs to another worker now.
 		go func() {
-			if wu := <-l.wakes; wu.token != "" {
-				l.passOn(context.WithoutCancel(ctx), wu)
+			if wu := <-l.wakes; wu.token != "" && wu.queue != "" {
+				l.wakeAnother(context.WithoutCancel(ctx), wu)
 			}
 		}()
 	}
@@ -213,16 +219,14 @@ func (l *loop) step(now time.Time) {
 				"shutdown timeout: cancelling and handing back running jobs", slog.Int("running", n))
 		}
 	}
-	var stale []*run
-	for len(l.buffer) > 0 && (l.stopping || now.Sub(l.buffer[0].renewed) >= l.staleAfter) {
-		stale = append(stale, l.buffer[0])
-		l.buffer = l.buffer[1:]
-		l.slowed()
+	if len(l.buffer) > 0 && (l.stopping || now.Sub(l.oldest) >= l.staleAfter) {
+		l.handBackStale(now)
 	}
-	if len(stale) > 0 {
-		l.handBack(stale)
-	}
-	if len(l.runs) > len(l.buffer) && !now.Before(l.nextBeat) {
+	switch {
+	case len(l.runs) == len(l.buffer):
+		// Nothing to renew: the first job to start is renewed a third of a lease later.
+		l.nextBeat = now.Add(l.cfg.Lease / 3)
+	case !now.Before(l.nextBeat):
 		l.heartbeat(now)
 	}
 	if !l.stopping {
@@ -248,7 +252,7 @@ func (l *loop) arm(now time.Time) {
 		at(l.timers.runs[0].checkAt(l.cfg.Lease))
 	}
 	if len(l.buffer) > 0 {
-		at(l.buffer[0].renewed.Add(l.staleAfter))
+		at(l.oldest.Add(l.staleAfter))
 	}
 	if len(l.runs) > len(l.buffer) {
 		at(l.nextBeat)
@@ -398,7 +402,9 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 	for _, r := range got {
 		l.runs[r.job.Lease] = r
 		switch {
-		case l.stopping || r.cancelled:
+		case l.stopping || now.Sub(r.renewed) >= l.staleAfter:
+			// Held back behind a slow reply, its lease unrenewed for too long: another
+			// worker may take it over before it could end here.
 			back = append(back, r)
 		case len(l.idle) > 0:
 			s := l.idle[len(l.idle)-1]
@@ -406,6 +412,9 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 			l.start(r, s, now)
 		default:
 			r.state = buffered
+			if len(l.buffer) == 0 || r.renewed.Before(l.oldest) {
+				l.oldest = r.renewed
+			}
 			l.buffer = insertByClaim(l.buffer, r)
 		}
 	}
@@ -471,18 +480,42 @@ func (l *loop) finish(res result, now time.Time) {
 
 // refill gives slot s the next buffered job that is still fresh, or makes it idle.
 func (l *loop) refill(s *slot, now time.Time) {
-	for len(l.buffer) > 0 && !l.stopping {
+	if len(l.buffer) > 0 && !l.stopping && now.Sub(l.buffer[0].renewed) >= l.staleAfter {
+		l.handBackStale(now)
+	}
+	if len(l.buffer) > 0 && !l.stopping {
 		r := l.buffer[0]
 		l.buffer = l.buffer[1:]
-		if now.Sub(r.renewed) < l.staleAfter {
-			l.start(r, s, now)
-			return
-		}
-		l.slowed()
-		l.handBack([]*run{r})
+		l.start(r, s, now)
+		return
 	}
 	l.idle = append(l.idle, s)
 	l.w.metrics.setBusy(int64(l.busy))
+}
+
+// handBackStale hands back, in one call, the buffered runs that went stale (all of them
+// when stopping), and finds the oldest renewal among those left.
+func (l *loop) handBackStale(now time.Time) {
+	var stale []*run
+	keep := l.buffer[:0]
+	for _, r := range l.buffer {
+		if l.stopping || now.Sub(r.renewed) >= l.staleAfter {
+			stale = append(stale, r)
+			continue
+		}
+		if len(keep) == 0 || r.renewed.Before(l.oldest) {
+			l.oldest = r.renewed
+		}
+		keep = append(keep, r)
+	}
+	clear(l.buffer[len(keep):])
+	l.buffer = keep
+	if len(stale) > 0 {
+		if !l.stopping {
+			l.slowed()
+		}
+		l.handBack(stale)
+	}
 }
 
 func (l *loop) newSlot() *slot {
@@ -590,13 +623,21 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 	}
 	q := l.byName[wu.queue]
 	if q == nil || l.stopping || l.room() == 0 {
-		l.passOn(l.bg, wu) // we cannot use it: another idle worker can
+		l.passOn(wu) // we cannot use it: another idle worker can
 		return
 	}
 	q.dry = false
 	if wu.token == queue.WakeScheduled {
 		q.nextPromote = now // it may be due sooner than planned
+		q.promoteAsked = q.maintaining
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // backoffDelay is the wait after n consecutive failures: 100ms doubling to 5s.
