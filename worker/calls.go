@@ -93,7 +93,7 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 	if err != nil {
 		l.failed(q, err, now)
 	} else {
-		q.failures = 0
+		l.answered(q, now)
 		if n > 0 {
 			q.dry = len(jobs) < n
 		}
@@ -178,6 +178,7 @@ func (l *loop) beaten(q *queueState, runs []*run, sent time.Time, lost, cancelle
 			slog.String(attrQueue, q.name), slog.String("error", err.Error()))
 		return
 	}
+	l.answered(q, now)
 	isLost := make(map[string]bool, len(lost))
 	for _, t := range lost {
 		isLost[t] = true
@@ -236,7 +237,7 @@ func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, 
 		l.failed(q, err, now)
 		return
 	}
-	q.failures = 0
+	l.answered(q, now)
 	if reap {
 		q.nextReap = now.Add(min(time.Second, l.cfg.Lease/2))
 		if reaped > 0 {
@@ -387,7 +388,7 @@ func (l *loop) handBackTry(runs []*run, tries int) {
 }
 
 // settleTries bounds the tries of a call that records an outcome: a call Redis keeps
-// refusing while it renews the lease is not retried forever (about 25 s of backoff).
+// refusing while it renews the lease is not retried forever (about 6.5 s of backoff).
 const settleTries = 10
 
 // resendable reports whether a call that records r's outcome, and failed with err, is
@@ -405,7 +406,7 @@ func (l *loop) pause(tries int) {
 	if tries == 0 {
 		return
 	}
-	t := time.NewTimer(backoffDelay(tries))
+	t := time.NewTimer(backoffDelay(tries, queueBackoffMax))
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -608,7 +608,7 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 		// Its own backoff: claims may succeed while waits keep failing (an ACL without
 		// BLPOP, say).
 		l.waitFails++
-		delay := backoffDelay(l.waitFails)
+		delay := backoffDelay(l.waitFails, waitBackoffMax)
 		l.waitRetry = now.Add(delay)
 		l.log.LogAttrs(context.Background(), slog.LevelWarn, "wait failed; retrying",
 			slog.String("error", wu.err.Error()), slog.Duration("retry_in", delay))
@@ -627,6 +627,7 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 		return
 	}
 	q.dry = false
+	l.answered(q, now)
 	if wu.token == queue.WakeScheduled {
 		q.nextPromote = now // it may be due sooner than planned
 		q.promoteAsked = q.maintaining
@@ -640,9 +641,29 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// backoffDelay is the wait after n consecutive failures: 100ms doubling to 5s.
-func backoffDelay(n int) time.Duration {
-	return min(100*time.Millisecond<<min(n-1, 6), 5*time.Second)
+// backoffDelay is the wait after n consecutive failures: 100ms doubling to most.
+func backoffDelay(n int, most time.Duration) time.Duration {
+	return min(100*time.Millisecond<<min(n-1, 10), most)
+}
+
+// Backoff caps. A queue's calls retry at least once a second, so a worker is back within
+// about a second of Redis (or the queue's cluster master) coming back; a failing call
+// costs little. A failing wait retries less often: claims go on without it.
+const (
+	queueBackoffMax = time.Second
+	waitBackoffMax  = 5 * time.Second
+)
+
+// answered records that q's node answered a call: a backoff of q ends now, and so does
+// the wait's when q was failing too (the same outage, say a restart, most likely broke
+// both; without this an idle worker would see no wake token for up to waitBackoffMax).
+func (l *loop) answered(q *queueState, now time.Time) {
+	if q.failures == 0 {
+		return
+	}
+	q.failures = 0
+	q.retryAt = minTime(q.retryAt, now)
+	l.waitRetry = minTime(l.waitRetry, now)
 }
 
 // failed records a failed call on q: q alone backs off, the other queues go on.
@@ -651,7 +672,7 @@ func (l *loop) failed(q *queueState, err error, now time.Time) {
 		return // another call of this round failed too: one backoff step per round
 	}
 	q.failures++
-	delay := backoffDelay(q.failures)
+	delay := backoffDelay(q.failures, queueBackoffMax)
 	q.retryAt = now.Add(delay)
 	l.log.LogAttrs(context.Background(), slog.LevelError, "Redis call failed; retrying",
 		slog.String(attrQueue, q.name), slog.String("error", err.Error()), slog.Duration("retry_in", delay))

@@ -57,6 +57,14 @@ func testRedisRestart(t *testing.T, fsync string) {
 		workers = append(workers, startCLI(t, append(base, "worker", "--lease", "2s", "--concurrency", "4",
 			"--run", "ok=true", "--log-level", "warn")...))
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, w := range workers {
+				out := w.out.String()
+				t.Logf("worker %d's log (last 4 KiB):\n%s", i, out[max(0, len(out)-4096):])
+			}
+		}
+	})
 	watch := startCLI(t, append(base, "stats", "--watch")...)
 
 	var (
