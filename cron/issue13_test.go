@@ -167,3 +167,61 @@ func TestDaylightSavingFiresEachWallTimeOnce(t *testing.T) {
 		t.Errorf("Next(01:10 EDT, first pass) = %s, want %s", got.In(ny), want)
 	}
 }
+
+// Around DST changes (half-hour ones in Lord Howe, a skipped day in Apia in 2011) a
+// fixed-time schedule always has a next tick, later than the last, and no wall time twice.
+func TestWallClockTicksAdvance(t *testing.T) {
+	t.Parallel()
+	starts := []time.Time{time.Date(2011, 12, 28, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 7, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 4, 3, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 10, 31, 0, 0, 0, 0, time.UTC)}
+	for _, zone := range []string{"America/New_York", "Australia/Lord_Howe", "Pacific/Apia"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Skip(err)
+		}
+		for _, fields := range []string{"0 0-59 0-23 * * *", "30 2 * * *", "15,45 0-3 * * *"} {
+			spec := "CRON_TZ=" + zone + " " + fields
+			s, err := parseSchedule(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, start := range starts {
+				seen := map[time.Time]bool{}
+				for x := start; x.Before(start.Add(72 * time.Hour)); {
+					next := s.Next(x)
+					if !next.After(x) {
+						t.Fatalf("%s: Next(%s) = %s, want a later time", spec, x.In(loc), next)
+					}
+					if w := wall(next.In(loc)); seen[w] {
+						t.Errorf("%s: wall time %s fired twice", spec, w.Format(time.DateTime))
+					} else {
+						seen[w] = true
+					}
+					x = next
+				}
+			}
+		}
+	}
+}
+
+// An entry whose enqueue fails on Redis (its queue's ready list is a string, so every
+// attempt errors and is retried with backoff) does not hold up another entry's ticks.
+func TestFailingEnqueueDoesNotDelayOthers(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	c.Redis().Set(ctx, keyPrefix(c)+":{broken}:ready", "not a list", 0)
+	start := time.Now().Unix() + 1
+	runScheduler(t, c, Config{Entries: []Entry{
+		{Name: "broken", Spec: "@every 1s", Type: "t", Queue: "broken"},
+		{Name: "good", Spec: "@every 1s", Type: "t"},
+	}})
+	time.Sleep(3300 * time.Millisecond)
+	end := start + 2
+	got := cronJobs(t, c, "good", start, end)
+	for tick := start; tick <= end; tick++ {
+		if !got[tick] {
+			t.Errorf("tick %d of the good entry has no job", tick)
+		}
+	}
+}
