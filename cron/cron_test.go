@@ -55,7 +55,7 @@ func TestParseEntry(t *testing.T) {
 }
 
 func TestEveryIsAlignedAcrossSchedulers(t *testing.T) {
-	s, err := Schedule("@every 5s")
+	s, err := parseSchedule("@every 5s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestEveryIsAlignedAcrossSchedulers(t *testing.T) {
 }
 
 func TestLastMissed(t *testing.T) {
-	s, _ := Schedule("@every 1s")
+	s, _ := parseSchedule("@every 1s")
 	now := time.Date(2026, 1, 1, 0, 0, 10, 500e6, time.UTC)
 	if got := lastMissed(s, now.Add(-5*time.Second).Truncate(time.Second), now); !got.Equal(now.Truncate(time.Second)) {
 		t.Errorf("lastMissed = %s, want %s", got, now.Truncate(time.Second))
@@ -80,11 +80,11 @@ func TestLastMissed(t *testing.T) {
 	if got := lastMissed(s, now.AddDate(0, -1, 0), now); !got.Equal(now.Truncate(time.Second)) {
 		t.Errorf("lastMissed(a month ago, @every 1s) = %s, want %s", got, now.Truncate(time.Second))
 	}
-	spec, _ := Schedule("* * * * * *") // every second, not aligned: walked
+	spec, _ := parseSchedule("* * * * * *") // every second, not aligned: walked
 	if got := lastMissed(spec, now.AddDate(0, -1, 0), now); !got.Equal(now.Truncate(time.Second)) {
 		t.Errorf("lastMissed(a month ago, every second) = %s, want %s", got, now.Truncate(time.Second))
 	}
-	monthly, _ := Schedule("0 0 0 1 * *")
+	monthly, _ := parseSchedule("0 0 0 1 * *")
 	if got := lastMissed(monthly, now.AddDate(0, -3, 0), now); got.Month() != now.Month() || got.Day() != 1 {
 		t.Errorf("lastMissed(monthly) = %s", got)
 	}
@@ -315,7 +315,7 @@ func TestEditAtDueTickKeepsTheTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick := time.Now().Truncate(10 * time.Second)
-	sched, _ := Schedule(e.Spec)
+	sched, _ := parseSchedule(e.Spec)
 	plan := map[string]*planned{"e": {entry: e, sched: sched, next: tick}}
 	e.Type = "new"
 	if err := store.Add(ctx, e); err != nil {

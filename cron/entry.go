@@ -7,7 +7,6 @@ import (
 
 	"github.com/jobs-dev/jobs/internal/shellwords"
 	"github.com/jobs-dev/jobs/queue"
-	robfig "github.com/robfig/cron/v3"
 )
 
 // Entry is one cron entry: on each tick of Spec, one job of Type with Payload is enqueued
@@ -18,7 +17,9 @@ type Entry struct {
 	// Spec is when it fires: six fields with seconds ("0 30 3 * * *"), five without
 	// (seconds = 0), or a descriptor (@every 5s, @hourly, @daily, ...), optionally
 	// prefixed with CRON_TZ=Area/City. @every ticks are aligned to multiples of the
-	// interval, so every scheduler computes the same ticks.
+	// interval, so every scheduler computes the same ticks. A spec that never fires
+	// (February 30) is refused. The package doc says how ticks fall on daylight-saving
+	// changes.
 	Spec    string `json:"spec"`
 	Type    string `json:"type"`
 	Payload string `json:"payload,omitempty"`
@@ -36,49 +37,24 @@ type Entry struct {
 	CatchUp bool `json:"catch_up,omitempty"`
 }
 
-// parser accepts 5 or 6 fields (seconds optional) and descriptors; CRON_TZ= / TZ=
-// prefixes are handled by robfig's parser.
-var parser = robfig.NewParser(robfig.SecondOptional | robfig.Minute | robfig.Hour |
-	robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
-
-// Schedule parses a spec into its schedule, with @every aligned to multiples of its
-// interval (robfig's counts from whenever it is asked, which differs per scheduler).
-func Schedule(spec string) (s robfig.Schedule, err error) {
-	// robfig's parser panics on some malformed input ("TZ=" with nothing after it, found
-	// by FuzzParseEntry): a bad spec must be an error, never a crash.
-	defer func() {
-		if r := recover(); r != nil {
-			s, err = nil, fmt.Errorf("cron spec %q: malformed", spec)
-		}
-	}()
-	s, err = parser.Parse(spec)
+// Next returns the entry's first tick after t, or the zero time when its spec is invalid
+// or never fires. See the package doc for how ticks fall on daylight-saving changes.
+func (e Entry) Next(t time.Time) time.Time {
+	s, err := parseSchedule(e.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("cron spec %q: %w", spec, err)
+		return time.Time{}
 	}
-	if every, ok := s.(robfig.ConstantDelaySchedule); ok {
-		// robfig rounds a sub-second interval up to 1s and drops fractions of a second
-		// ("@every 0s" would fire every second, "@every 1500ms" every 1s): say so instead.
-		_, rest, _ := strings.Cut(spec, "@every")
-		if d, err := time.ParseDuration(strings.TrimSpace(rest)); err == nil && (d < time.Second || d%time.Second != 0) {
-			return nil, fmt.Errorf("cron spec %q: @every takes whole seconds, at least 1s", spec)
-		}
-		return aligned{every.Delay}, nil
-	}
-	return s, nil
+	return s.Next(t)
 }
 
-// aligned fires at every multiple of d (since Go's zero time; for intervals that divide
-// a day, at the same clock times every day).
-type aligned struct{ d time.Duration }
-
-func (a aligned) Next(t time.Time) time.Time { return t.Truncate(a.d).Add(a.d) }
-
-// Validate checks every field and parses the spec.
+// Validate checks the entry's own fields and parses the spec; a spec that never fires is
+// an error. The job it enqueues (type, payload size, queue, options) is checked against a
+// queue.Client by [Store.Add] and [New], with the checks Enqueue makes.
 func (e Entry) Validate() error {
-	if e.Name == "" || len(e.Name) > 100 || strings.ContainsAny(e.Name, " \t\r\n:") {
-		return fmt.Errorf("cron entry name %q: 1-100 characters, no spaces or ':'", e.Name)
+	if e.Name == "" || len(e.Name) > 100 || strings.ContainsFunc(e.Name, func(r rune) bool { return r <= ' ' || r == 0x7f || r == ':' }) {
+		return fmt.Errorf("cron entry name %q: 1-100 characters, no spaces, control characters or ':'", e.Name)
 	}
-	if _, err := Schedule(e.Spec); err != nil {
+	if _, err := parseSchedule(e.Spec); err != nil {
 		return fmt.Errorf("cron entry %s: %w", e.Name, err)
 	}
 	if _, err := e.options(time.Time{}); err != nil {
@@ -86,6 +62,22 @@ func (e Entry) Validate() error {
 	}
 	if e.Type == "" || strings.ContainsAny(e.Type, " \t\r\n") {
 		return fmt.Errorf("cron entry %s: job type %q must be non-empty, without spaces", e.Name, e.Type)
+	}
+	return nil
+}
+
+// check validates e and the job it enqueues as c's Enqueue would, so that an entry is
+// refused when added rather than failing at every tick.
+func (e Entry) check(c *queue.Client) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	opts, err := e.options(time.Now())
+	if err == nil {
+		err = c.Check(queue.BatchJob{Type: e.Type, Payload: []byte(e.Payload), Options: opts})
+	}
+	if err != nil {
+		return fmt.Errorf("cron entry %s: %w", e.Name, err)
 	}
 	return nil
 }

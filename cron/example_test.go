@@ -42,3 +42,19 @@ func ExampleScheduler() {
 	// ping {"from":"cron"} true
 	// <nil>
 }
+
+// Entry.Next gives an entry's ticks. Across a daylight-saving change each wall time fires
+// once, as with system cron: on 8 March 2026 New York's clocks jump from 02:00 to 03:00,
+// so the 02:30 tick comes right after the jump.
+func ExampleEntry_Next() {
+	e := cron.Entry{Name: "nightly", Spec: "CRON_TZ=America/New_York 30 2 * * *", Type: "report"}
+	ny, _ := time.LoadLocation("America/New_York")
+	t := time.Date(2026, 3, 8, 0, 0, 0, 0, ny)
+	for range 2 {
+		t = e.Next(t)
+		fmt.Println(t.In(ny).Format("2006-01-02 15:04 MST"))
+	}
+	// Output:
+	// 2026-03-08 03:00 EDT
+	// 2026-03-09 02:30 EDT
+}

@@ -6,7 +6,17 @@
 // another runs.
 //
 // Entries come from Go (Config.Entries) and from Redis (Store), where `jobs cron add` puts
-// them; running schedulers pick up changes within Config.PollInterval.
+// them; running schedulers pick up changes within Config.PollInterval. An entry is checked
+// when added (Store.Add, New) as Enqueue would check its job, and a spec that never fires
+// (February 30) is refused; one found in Redis anyway is skipped and logged. Each tick is
+// fired on its own goroutine, so an entry whose enqueue fails never delays another's.
+//
+// Daylight saving (CRON_TZ, or the local zone): as in system cron (vixie, cronie), an
+// entry at fixed times fires each wall time once. A time the clocks skip in spring (02:30
+// when they jump from 02:00 to 03:00) fires right after the jump, once; a time they show
+// twice in autumn fires at its first occurrence only. An entry whose second, minute or
+// hour field is a wildcard (`*`, `*/n`; @hourly) follows real time instead: it fires in
+// both passes of a repeated hour and not in a skipped one. @every counts real time.
 package cron
 
 import (
@@ -16,13 +26,13 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/ident"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/prometheus/client_golang/prometheus"
-	robfig "github.com/robfig/cron/v3"
 )
 
 // Defaults for Config's zero fields.
@@ -64,6 +74,10 @@ type Scheduler struct {
 	log    *slog.Logger
 	static map[string]Entry
 
+	// firing counts the fire calls under way: each runs on its own goroutine, so that an
+	// entry whose enqueue fails or hangs never delays another entry's tick.
+	firing sync.WaitGroup
+
 	fired, skipped *prometheus.CounterVec // nil without Config.Registerer
 }
 
@@ -100,7 +114,7 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 		}
 	}
 	for _, e := range cfg.Entries {
-		if err := e.Validate(); err != nil {
+		if err := e.check(client); err != nil {
 			return nil, err
 		}
 		if _, dup := s.static[e.Name]; dup {
@@ -111,10 +125,10 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 	return s, nil
 }
 
-// planned is an entry with its schedule and next tick.
+// planned is an entry with its schedule and next tick (zero: it never fires again).
 type planned struct {
 	entry Entry
-	sched robfig.Schedule
+	sched schedule
 	next  time.Time
 }
 
@@ -142,15 +156,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 		}
 		for _, p := range plan {
-			if !p.next.After(now) {
-				s.fire(ctx, p, p.next)
-				// Ticks missed while firing (Redis slow, process paused) are skipped.
+			// A zero next tick means none: it must never count as due, or the loop
+			// would fire it (dated year 1) and spin.
+			if !p.next.IsZero() && !p.next.After(now) {
+				s.start(ctx, p, p.next)
+				// Ticks missed while the loop was held up (process paused) are skipped.
 				p.next = p.sched.Next(time.Now())
 			}
 		}
 		wake := nextPoll
 		for _, p := range plan {
-			if p.next.Before(wake) {
+			if !p.next.IsZero() && p.next.Before(wake) {
 				wake = p.next
 			}
 		}
@@ -161,6 +177,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		t.Stop()
 	}
+	s.firing.Wait()
 	s.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "scheduler stopped")
 	return nil
 }
@@ -201,7 +218,7 @@ func (s *Scheduler) reload(ctx context.Context, plan map[string]*planned, now ti
 		if ok && reflect.DeepEqual(old.entry, e) {
 			continue
 		}
-		sched, err := Schedule(e.Spec)
+		sched, err := parseSchedule(e.Spec)
 		if err != nil { // validated on load; cannot happen
 			continue
 		}
@@ -214,6 +231,11 @@ func (s *Scheduler) reload(ctx context.Context, plan map[string]*planned, now ti
 		}
 		p := &planned{entry: e, sched: sched, next: sched.Next(from)}
 		plan[name] = p
+		if p.next.IsZero() { // parseSchedule refuses such specs: only a clock far off could get here
+			s.log.LogAttrs(ctx, slog.LevelError, "cron entry never fires: skipped", slog.String("entry", name),
+				slog.String("spec", e.Spec))
+			continue
+		}
 		s.log.LogAttrs(ctx, slog.LevelInfo, "cron entry loaded", slog.String("entry", name),
 			slog.String("spec", e.Spec), slog.Time("next_tick", p.next))
 		if first && e.CatchUp {
@@ -223,7 +245,7 @@ func (s *Scheduler) reload(ctx context.Context, plan map[string]*planned, now ti
 			if tick := lastMissed(sched, states[name].LastTick, now); !tick.IsZero() {
 				s.log.LogAttrs(ctx, slog.LevelInfo, "catching up a missed tick",
 					slog.String("entry", name), slog.Time("tick", tick))
-				s.fire(ctx, p, tick)
+				s.start(ctx, p, tick)
 			}
 		}
 	}
@@ -232,7 +254,7 @@ func (s *Scheduler) reload(ctx context.Context, plan map[string]*planned, now ti
 
 // lastMissed returns the latest tick after last and not after now, or zero when there is
 // none (or the entry never fired: nothing was missed).
-func lastMissed(sched robfig.Schedule, last, now time.Time) time.Time {
+func lastMissed(sched schedule, last, now time.Time) time.Time {
 	if last.IsZero() {
 		return time.Time{}
 	}
@@ -250,7 +272,7 @@ func lastMissed(sched robfig.Schedule, last, now time.Time) time.Time {
 		}
 		var missed time.Time
 		n := 0
-		for t := sched.Next(from); !t.After(now); t = sched.Next(t) {
+		for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
 			missed = t
 			if n++; n > 200_000 {
 				break
@@ -263,9 +285,15 @@ func lastMissed(sched robfig.Schedule, last, now time.Time) time.Time {
 	return time.Time{}
 }
 
-// fire enqueues p's job for tick unless another scheduler already did.
-func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
-	e := p.entry
+// start fires p's tick on a goroutine of its own (see Scheduler.firing). The entry and
+// schedule are passed by value: the loop goes on to update p.
+func (s *Scheduler) start(ctx context.Context, p *planned, tick time.Time) {
+	e, sched := p.entry, p.sched
+	s.firing.Go(func() { s.fire(ctx, e, sched, tick) })
+}
+
+// fire enqueues e's job for tick unless another scheduler already did.
+func (s *Scheduler) fire(ctx context.Context, e Entry, sched schedule, tick time.Time) {
 	log := s.log.With(slog.String("entry", e.Name), slog.Time("tick", tick))
 	_, err := s.locker.TryLock(ctx, s.client.CronTickLock(e.Name, tick), s.cfg.LockTTL)
 	if errors.Is(err, lock.ErrHeld) {
@@ -284,7 +312,8 @@ func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
 		return
 	}
 	// The tick's lock is ours for LockTTL and no other scheduler will fire it: retry a
-	// failed enqueue (the job ID makes a retry that follows a lost reply a duplicate).
+	// failed enqueue (the job ID makes a retry that follows a lost reply a duplicate),
+	// but not a refused job, which a retry cannot change.
 	var id string
 	for try := range 4 {
 		if try > 0 {
@@ -294,7 +323,8 @@ func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
 			}
 		}
 		id, err = s.client.Enqueue(ctx, e.Type, []byte(e.Payload), opts...)
-		if err == nil || errors.Is(err, queue.ErrDuplicate) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, queue.ErrDuplicate) || errors.Is(err, queue.ErrInvalid) ||
+			errors.Is(err, queue.ErrPayloadTooLarge) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -310,7 +340,7 @@ func (s *Scheduler) fire(ctx context.Context, p *planned, tick time.Time) {
 	s.count(s.fired, e.Name)
 	log.LogAttrs(ctx, slog.LevelDebug, "cron fired", slog.String("job_id", id),
 		slog.Duration("late", time.Since(tick)))
-	st := State{LastTick: tick, LastJob: id, NextTick: p.sched.Next(time.Now())}
+	st := State{LastTick: tick, LastJob: id, NextTick: sched.Next(time.Now())}
 	if err := s.store.record(ctx, e.Name, st); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "cannot record cron state", slog.String("error", err.Error()))
 	}

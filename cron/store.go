@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jobs-dev/jobs/queue"
@@ -18,46 +19,64 @@ var ErrNotFound = errors.New("cron: no such entry")
 // Store holds the dynamic entries in Redis (jobs:{cron}:entries), which every running
 // scheduler picks up within about half a second of a change, and each entry's state.
 type Store struct {
-	rdb  redis.UniversalClient
-	keys queue.CronKeys
+	client *queue.Client // checks entries as its Enqueue would check their jobs
+	rdb    redis.UniversalClient
+	keys   queue.CronKeys
 }
 
 // NewStore returns the store of client's Redis and prefix.
 func NewStore(client *queue.Client) *Store {
-	return &Store{rdb: client.Redis(), keys: client.CronKeys()}
+	return &Store{client: client, rdb: client.Redis(), keys: client.CronKeys()}
 }
 
-// Add validates e and adds or replaces the dynamic entry of that name.
+// Add validates e, and the job it enqueues as the client's Enqueue would, then adds or
+// replaces the dynamic entry of that name. An entry whose job Enqueue would refuse is an
+// error here rather than a tick lost on every run.
 func (s *Store) Add(ctx context.Context, e Entry) error {
-	if err := e.Validate(); err != nil {
+	if err := e.check(s.client); err != nil {
 		return err
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, s.keys.Entries, e.Name, b)
 		p.Incr(ctx, s.keys.Version)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("add cron entry %s: %w", e.Name, err)
+		return fmt.Errorf("add cron entry %s: %w", e.Name, txErr(err, cmds))
 	}
 	return nil
+}
+
+// txErr is the error of a failed MULTI/EXEC. When Redis refused a queued command (OOM on
+// a full Redis) it discards the transaction with EXECABORT, which says nothing of why:
+// the refused command's own error does.
+func txErr(err error, cmds []redis.Cmder) error {
+	if !strings.HasPrefix(err.Error(), "EXECABORT") {
+		return err
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !strings.HasPrefix(cerr.Error(), "EXECABORT") {
+			return cerr
+		}
+	}
+	return err
 }
 
 // Remove deletes the dynamic entry name, or returns ErrNotFound.
 func (s *Store) Remove(ctx context.Context, name string) error {
 	var del *redis.IntCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		del = p.HDel(ctx, s.keys.Entries, name)
 		p.HDel(ctx, s.keys.State, name)
 		p.Incr(ctx, s.keys.Version)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("remove cron entry %s: %w", name, err)
+		return fmt.Errorf("remove cron entry %s: %w", name, txErr(err, cmds))
 	}
 	if del.Val() == 0 {
 		return fmt.Errorf("remove cron entry %s: %w", name, ErrNotFound)
@@ -66,7 +85,8 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 }
 
 // List returns the dynamic entries, sorted by name. An entry that no longer decodes or
-// validates is returned with its error, never silently dropped.
+// validates (Add's checks: written by hand or by an older version) is left out and
+// reported in the error, never silently dropped, so that no scheduler fires it.
 func (s *Store) List(ctx context.Context) ([]Entry, error) {
 	h, err := s.rdb.HGetAll(ctx, s.keys.Entries).Result()
 	if err != nil {
@@ -80,7 +100,7 @@ func (s *Store) List(ctx context.Context) ([]Entry, error) {
 			bad = append(bad, fmt.Errorf("cron entry %s: %w", name, err))
 			continue
 		}
-		if err := e.Validate(); err != nil {
+		if err := e.check(s.client); err != nil {
 			bad = append(bad, err)
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobs-dev/jobs/cron"
+	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
 )
 
@@ -48,7 +49,12 @@ func cronCommand(e *env) *cli.Command {
 						return err
 					}
 					defer client.Redis().Close()
-					return cron.NewStore(client).Add(c.Context, entry)
+					err = cron.NewStore(client).Add(c.Context, entry)
+					if errors.Is(err, queue.ErrInvalid) || errors.Is(err, queue.ErrPayloadTooLarge) {
+						// The job the entry would enqueue is refused: bad usage, like a bad spec.
+						return usagef("%v", err)
+					}
+					return err
 				},
 			},
 			{
@@ -85,8 +91,8 @@ func cronCommand(e *env) *cli.Command {
 							t := st.LastTick.UTC()
 							r.LastTick, r.LastJob = &t, st.LastJob
 						}
-						if sched, err := cron.Schedule(en.Spec); err == nil {
-							t := sched.Next(time.Now()).UTC()
+						if next := en.Next(time.Now()); !next.IsZero() {
+							t := next.UTC()
 							r.NextTick = &t
 						}
 						rows = append(rows, r)

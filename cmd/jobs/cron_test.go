@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestCronAddLsRm(t *testing.T) {
@@ -47,6 +49,8 @@ func TestCronAddLsRm(t *testing.T) {
 		{[]string{"cron", "add", "x", "0", "0", "3", "*", "*", "*", "t"}, 2, "quote SPEC"},
 		{[]string{"cron", "add", "x"}, 2, "NAME SPEC TYPE"},
 		{[]string{"cron", "add", "--max-retry", "-1", "x", "@hourly", "t"}, 2, "negative"},
+		{[]string{"cron", "add", "x", "@hourly", "a\x01b"}, 2, "control characters"},
+		{[]string{"cron", "add", "x", "0 0 30 2 *", "t"}, 2, "never fires"},
 		{[]string{"cron", "add", "--nope", "x", "@hourly", "t"}, 2, "flag provided but not defined"},
 		{[]string{"scheduler", "--cron", "x @hourly"}, 2, "NAME SPEC TYPE"},
 		{[]string{"ls", "default", "--state", "finished"}, 2, "state"},
@@ -130,4 +134,38 @@ func TestSchedulerProcessesFireEachTickOnce(t *testing.T) {
 type procHandle struct {
 	cmd *exec.Cmd
 	out *bytes.Buffer
+}
+
+// TestCronAddOnFullRedis: `cron add` on a Redis at maxmemory with noeviction says in one
+// line that Redis is out of memory, not Redis's raw EXECABORT.
+func TestCronAddOnFullRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a redis-server to its maxmemory")
+	}
+	t.Parallel()
+	srv, err := redistest.Start("--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	value := strings.Repeat("v", 10_000)
+	for i := 0; ; i++ {
+		if err := rdb.Set(ctx, fmt.Sprintf("%s:fill:%d", prefix, i), value, 0).Err(); err != nil {
+			if !redis.IsOOMError(err) {
+				t.Fatalf("filling Redis stopped on %v, want Redis's OOM refusal", err)
+			}
+			break
+		}
+		if i > 10_000 {
+			t.Fatal("100 MB written into 2mb: maxmemory is not enforced")
+		}
+	}
+	r := runCLI("", "--redis", "redis://"+srv.Addr, "--prefix", prefix, "cron", "add", "nightly", "0 0 3 * * *", "report")
+	if r.code != exitError || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "out of memory") ||
+		strings.Contains(r.stderr, "EXECABORT") {
+		t.Errorf("cron add on a full Redis = %+v; want exit 1 and one line saying Redis is out of memory", r)
+	}
 }

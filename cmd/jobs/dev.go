@@ -206,7 +206,7 @@ func runDemo(ctx context.Context, client *queue.Client, out io.Writer) error {
 		ids[i] = id
 	}
 	// The scheduler's demo-tick entry fires every second; follow its next tick's job.
-	every, _ := cron.Schedule("@every 1s")
+	every := cron.Entry{Spec: "@every 1s"}
 	demo = append(demo, demoJob{label: "cron, @every 1s", typ: "echo"})
 	ids = append(ids, cron.JobID("demo-tick", every.Next(time.Now())))
 	fmt.Fprintf(out, "Enqueued %d jobs, and a cron entry fires every second; watching them move\n"+
