@@ -54,7 +54,10 @@ type env struct {
 // having printed any error as one line on stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(&env{stdin: stdin, stdout: stdout, stderr: stderr})
-	err := app.RunContext(ctx, hoistFlags(app, args))
+	args, err := hoistFlags(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -132,6 +135,13 @@ func newApp(e *env) *cli.App {
 	setUsage = func(cmds []*cli.Command) {
 		for _, cmd := range cmds {
 			cmd.OnUsageError = app.OnUsageError
+			// urfave/cli adds a "help" subcommand (alias "h") to each command, so
+			// `jobs enqueue h` or `jobs cancel help` printed help instead of taking the
+			// word as a job type or ID. Commands without subcommands get none; their
+			// help is --help / -h.
+			if len(cmd.Subcommands) == 0 {
+				cmd.HideHelpCommand = true
+			}
 			setUsage(cmd.Subcommands)
 		}
 	}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+)
+
+// TestHelpWordIsAnArgument: urfave/cli gives every command a "help" subcommand (alias
+// "h"), so `jobs enqueue h` printed help and exited 0 without enqueuing. "h" and "help"
+// are job types, IDs and queue names like any other.
+func TestHelpWordIsAnArgument(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, typ := range []string{"h", "help"} {
+		r := jobs(t, p, "", "enqueue", typ)
+		if r.code != 0 || len(strings.TrimSpace(r.stdout)) != 26 || strings.Contains(r.stdout, "USAGE") {
+			t.Fatalf("jobs enqueue %s = %+v, want exit 0 and a job ID", typ, r)
+		}
+		id := strings.TrimSpace(r.stdout)
+		if got := jobs(t, p, "", "inspect", "--json", id).stdout; !strings.Contains(got, `"type":"`+typ+`"`) {
+			t.Errorf("job of jobs enqueue %s = %s, want type %s", typ, got, typ)
+		}
+	}
+	if r := jobs(t, p, "", "enqueue", "--id", "h", "t"); r.code != 0 {
+		t.Fatalf("enqueue --id h = %+v", r)
+	}
+	for _, args := range [][]string{{"inspect", "h"}, {"cancel", "h"}, {"retry", "h"}} {
+		r := jobs(t, p, "", args...)
+		if strings.Contains(r.stdout, "USAGE") || r.code != 0 {
+			t.Errorf("jobs %v = %+v, want it to act on job h", args, r)
+		}
+	}
+	// --help after an argument shows the command's help (it said "No help topic for 't'").
+	if r := jobs(t, p, "", "enqueue", "t", "--help"); r.code != 0 || !strings.Contains(r.stdout, "USAGE") {
+		t.Errorf("jobs enqueue t --help = %+v, want the help of enqueue", r)
+	}
+	for _, args := range [][]string{{"inspect", "help"}, {"cancel", "help"}, {"ls", "h"}, {"pause", "help"}} {
+		r := jobs(t, p, "", args...)
+		if strings.Contains(r.stdout, "USAGE") || r.code != 1 || !strings.Contains(r.stderr, "no ") {
+			t.Errorf("jobs %v = %+v, want exit 1: no such job or queue", args, r)
+		}
+	}
+}
+
+// TestFlagLikeArgumentRefused: an unknown flag after the arguments used to become the
+// payload (`jobs enqueue rebuild --exclusiv` enqueued payload "--exclusiv", exit 0).
+func TestFlagLikeArgumentRefused(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, args := range [][]string{
+		{"enqueue", "rebuild", "--exclusiv"},
+		{"enqueue", "rebuild", "-x"},
+		{"enqueue", "rebuild", "--delay=5s", "--max-retyr=3"},
+		{"cron", "add", "n", "@hourly", "t", "--queu", "low"},
+		{"ls", "default", "--stat", "dead"},
+	} {
+		r := jobs(t, p, "", args...)
+		bad := args[len(args)-1]
+		if args[0] == "cron" || args[0] == "ls" {
+			bad = args[len(args)-2]
+		}
+		if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, bad) ||
+			!strings.Contains(r.stderr, `"--"`) || r.stdout != "" {
+			t.Errorf("jobs %v = %+v; want exit 2 and one line naming %s and how to pass it (after --)", args, r, bad)
+		}
+	}
+	// What stays an argument: numbers, "-" (stdin), anything after "--".
+	for _, tc := range []struct {
+		args    []string
+		payload string
+	}{
+		{[]string{"enqueue", "t", "-1"}, "-1"},
+		{[]string{"enqueue", "t", "-.5"}, "-.5"},
+		{[]string{"enqueue", "t", "--", "--exclusiv"}, "--exclusiv"},
+		{[]string{"enqueue", "t", "--", "-x"}, "-x"},
+	} {
+		r := jobs(t, p, "", tc.args...)
+		if r.code != 0 {
+			t.Errorf("jobs %v = %+v, want exit 0", tc.args, r)
+			continue
+		}
+		got := jobs(t, p, "", "inspect", "--json", strings.TrimSpace(r.stdout)).stdout
+		if !strings.Contains(got, `"payload":"`+tc.payload+`"`) {
+			t.Errorf("jobs %v stored %s, want payload %q", tc.args, got, tc.payload)
+		}
+	}
+}
