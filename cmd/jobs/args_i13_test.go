@@ -87,3 +87,34 @@ func TestFlagLikeArgumentRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestIDInTwoQueuesIsAmbiguous: job IDs are unique per queue, so one ID can name a job in
+// each of two queues. inspect, cancel and retry without --queue acted on the first found.
+func TestIDInTwoQueuesIsAmbiguous(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, q := range []string{"qa", "qb"} {
+		if r := jobs(t, p, "", "enqueue", "--queue", q, "--id", "dup", "t", q); r.code != 0 {
+			t.Fatalf("enqueue on %s = %+v", q, r)
+		}
+	}
+	for _, cmd := range []string{"inspect", "cancel", "retry"} {
+		r := jobs(t, p, "", cmd, "dup")
+		if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "qa, qb") ||
+			!strings.Contains(r.stderr, "--queue") || r.stdout != "" {
+			t.Errorf("jobs %s dup = %+v; want exit 2 and one line naming qa, qb and --queue", cmd, r)
+		}
+	}
+	for _, q := range []string{"qa", "qb"} {
+		if got := jobs(t, p, "", "inspect", "--json", "--queue", q, "dup").stdout; !strings.Contains(got, `"state":"ready"`) ||
+			!strings.Contains(got, `"payload":"`+q+`"`) {
+			t.Errorf("job dup of %s = %s, want it untouched (ready, payload %s)", q, got, q)
+		}
+	}
+	if r := jobs(t, p, "", "cancel", "--queue", "qb", "dup"); r.code != 0 {
+		t.Errorf("cancel --queue qb dup = %+v", r)
+	}
+	if got := jobs(t, p, "", "inspect", "--json", "--queue", "qa", "dup").stdout; !strings.Contains(got, `"state":"ready"`) {
+		t.Errorf("cancel --queue qb touched qa's job: %s", got)
+	}
+}

@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -51,6 +54,15 @@ func clip(s string) string {
 	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n\t")
 	if len(s) > 2000 {
 		return s[:2000] + " ... (cut; --json prints it whole)"
+	}
+	return s
+}
+
+// shown is s for a one-line message: as is when printable, else Go-quoted, so a newline
+// cannot split the line and a control byte cannot reach the terminal.
+func shown(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) || !utf8.ValidString(s) {
+		return strconv.Quote(s)
 	}
 	return s
 }
