@@ -142,6 +142,9 @@ func newApp(e *env) *cli.App {
 			if len(cmd.Subcommands) == 0 {
 				cmd.HideHelpCommand = true
 			}
+			if cmd.Before == nil {
+				cmd.Before = checkFlags
+			}
 			setUsage(cmd.Subcommands)
 		}
 	}
@@ -412,4 +415,30 @@ func oneLine(s string) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// checkFlags refuses flag values that every command must refuse, before the command runs.
+func checkFlags(c *cli.Context) error {
+	for _, f := range c.Command.Flags {
+		if _, ok := f.(*cli.StringFlag); ok && f.Names()[0] == "queue" && c.IsSet("queue") {
+			if err := checkQueueFlag(c.String("queue")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkQueueFlag checks a queue name given to --queue. A name starting with '-' is
+// refused though queue accepts it: after --queue it is most likely a forgotten value
+// (`--queue --json` would make "--json" the queue), and as an argument (jobs ls QUEUE) it
+// reads as a flag.
+func checkQueueFlag(name string) error {
+	if strings.HasPrefix(name, "-") {
+		return usagef("--queue %s: a queue name may not start with '-' (a value missing after --queue?)", shown(name))
+	}
+	if err := queue.ValidateQueue(name); err != nil {
+		return usagef("--queue: %v", err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobs-dev/jobs/internal/redistest"
 )
@@ -116,5 +117,48 @@ func TestIDInTwoQueuesIsAmbiguous(t *testing.T) {
 	}
 	if got := jobs(t, p, "", "inspect", "--json", "--queue", "qa", "dup").stdout; !strings.Contains(got, `"state":"ready"`) {
 		t.Errorf("cancel --queue qb touched qa's job: %s", got)
+	}
+}
+
+// TestQueueFlagBounds: weights whose sum overflowed panicked the worker (rand.N of a
+// negative total), and queue names starting with '-' were taken (they read as flags
+// wherever a queue is an argument). Each case runs as a child process: before the fix a
+// worker panicked or ran forever.
+func TestQueueFlagBounds(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	const big = "9223372036854775807"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"worker", "--run", "t=true", "--queue", "a=" + big, "--queue", "b=" + big}, "at most 1000"},
+		{[]string{"worker", "--run", "t=true", "--queue", "a=1001"}, "at most 1000"},
+		{[]string{"worker", "--run", "t=true", "--queue", "-x"}, "'-'"},
+		{[]string{"worker", "--run", "t=true", "--queue=-x=2"}, "'-'"},
+		{[]string{"enqueue", "--queue", "-x", "t"}, "'-'"},
+		{[]string{"enqueue", "--queue=--help", "t"}, "'-'"},
+		{[]string{"inspect", "--queue", "--json", "ID"}, "'-'"},
+	} {
+		cmd, out := jobsProcess(t, p, tc.args...)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("jobs %v still running after 10s; output %q", tc.args, out)
+			continue
+		}
+		code := cmd.ProcessState.ExitCode()
+		if code != exitUsage || strings.Contains(out.String(), "panic") || !strings.Contains(out.String(), tc.want) ||
+			strings.Count(out.String(), "\n") != 1 {
+			t.Errorf("jobs %v = exit %d, output %q; want exit 2 and one line mentioning %s", tc.args, code, out, tc.want)
+		}
+	}
+	if r := jobs(t, p, "", "worker", "--run", "t=true", "--queue", "a=1000", "--concurrency", "0"); r.code != exitUsage ||
+		!strings.Contains(r.stderr, "concurrency") {
+		t.Errorf("weight 1000 refused: %+v", r)
 	}
 }
