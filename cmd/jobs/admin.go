@@ -152,7 +152,7 @@ func retryCommand(e *env) *cli.Command {
 			if err := client.Retry(c.Context, q, id); err != nil {
 				return jobError(id, err)
 			}
-			fmt.Fprintf(e.stdout, "%s is ready\n", id)
+			fmt.Fprintf(e.stdout, "%s is ready\n", shown(id))
 			return nil
 		},
 	}
@@ -189,9 +189,9 @@ func cancelCommand(e *env) *cli.Command {
 				return jobError(id, err)
 			}
 			if state == queue.StateActive {
-				fmt.Fprintf(e.stdout, "%s is running: its worker will cancel it at its next heartbeat\n", id)
+				fmt.Fprintf(e.stdout, "%s is running: its worker will cancel it at its next heartbeat\n", shown(id))
 			} else {
-				fmt.Fprintf(e.stdout, "%s cancelled (now dead)\n", id)
+				fmt.Fprintf(e.stdout, "%s cancelled (now dead)\n", shown(id))
 			}
 			return nil
 		},

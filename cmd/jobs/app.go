@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
@@ -420,9 +421,19 @@ func oneLine(s string) string {
 // checkFlags refuses flag values that every command must refuse, before the command runs.
 func checkFlags(c *cli.Context) error {
 	for _, f := range c.Command.Flags {
-		if _, ok := f.(*cli.StringFlag); ok && f.Names()[0] == "queue" && c.IsSet("queue") {
-			if err := checkQueueFlag(c.String("queue")); err != nil {
+		if _, ok := f.(*cli.StringFlag); !ok || !c.IsSet(f.Names()[0]) {
+			continue
+		}
+		switch name := f.Names()[0]; name {
+		case "queue":
+			if err := checkQueueFlag(c.String(name)); err != nil {
 				return err
+			}
+		case "id":
+			// JSON cannot carry bytes that are not UTF-8 (encoding/json writes U+FFFD), so
+			// such an ID printed by --json could never be typed back to inspect or cancel.
+			if !utf8.ValidString(c.String(name)) {
+				return usagef("--id %s: a job ID must be valid UTF-8", shown(c.String(name)))
 			}
 		}
 	}
