@@ -162,3 +162,39 @@ func TestQueueFlagBounds(t *testing.T) {
 		t.Errorf("weight 1000 refused: %+v", r)
 	}
 }
+
+// runChild runs the CLI as a child process and waits up to 10s for it to exit: commands
+// that should fail at once but may instead run forever (a worker) are tested this way.
+func runChild(t *testing.T, p string, args ...string) (code int, out string, exited bool) {
+	t.Helper()
+	cmd, buf := jobsProcess(t, p, args...)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode(), buf.String(), true
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		return -1, buf.String(), false
+	}
+}
+
+// TestRunTypeValidated: --run 'x =cmd' and --run 'a b=cmd' were accepted for types no job
+// can have (Enqueue refuses spaces and control characters), and the worker's start lines
+// did not say which types it handles.
+func TestRunTypeValidated(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, run := range []string{"x =true", "a b=true", "a\tb=true", strings.Repeat("t", 129) + "=true"} {
+		code, out, exited := runChild(t, p, "worker", "--run", run)
+		if !exited || code != exitUsage || !strings.Contains(out, "job type") || strings.Count(out, "\n") != 1 {
+			t.Errorf("worker --run %q = exit %d (exited %v), output %q; want exit 2 and one line about the job type",
+				run, code, exited, out)
+		}
+	}
+	_, out := jobsProcess(t, p, "worker", "--run", "b=true", "--run", "a:x=true")
+	waitFor(t, 5*time.Second, "a log line naming the types a:x and b", func() bool {
+		return strings.Contains(out.String(), "types=a:x,b")
+	})
+}

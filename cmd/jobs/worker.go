@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +78,9 @@ func workerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
+			if err := checkRunTypes(client, mux); err != nil {
+				return err
+			}
 			reg, stop, err := startMetrics(c.String("metrics"), client, logger)
 			if err != nil {
 				return err
@@ -94,6 +99,10 @@ func workerCommand(e *env) *cli.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
+			// The worker's own start line names queues and settings; an operator also
+			// needs to see which job types this process runs.
+			logger.LogAttrs(c.Context, slog.LevelInfo, "worker handles job types",
+				slog.String("types", strings.Join(slices.Sorted(slices.Values(mux.Types())), ",")))
 			return w.Run(c.Context)
 		},
 	}
@@ -129,6 +138,18 @@ func parseQueues(flags []string) (map[string]int, error) {
 		queues[queue.DefaultQueue] = 1
 	}
 	return queues, nil
+}
+
+// checkRunTypes refuses a --run type that no job can have ('x ', 'a b'): its handler
+// would never run. The rule is Enqueue's, applied by client.Check, which touches no
+// Redis.
+func checkRunTypes(client *queue.Client, mux *worker.Mux) error {
+	for _, typ := range slices.Sorted(slices.Values(mux.Types())) {
+		if err := client.Check(queue.BatchJob{Type: typ}); err != nil {
+			return usagef("--run %s: %v: no job can have this type", shown(typ), strings.TrimPrefix(err.Error(), queue.ErrInvalid.Error()+": "))
+		}
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {
