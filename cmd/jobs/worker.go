@@ -146,7 +146,7 @@ func parseQueues(flags []string) (map[string]int, error) {
 func checkRunTypes(client *queue.Client, mux *worker.Mux) error {
 	for _, typ := range slices.Sorted(slices.Values(mux.Types())) {
 		if err := client.Check(queue.BatchJob{Type: typ}); err != nil {
-			return usagef("--run %s: %v: no job can have this type", shown(typ), strings.TrimPrefix(err.Error(), queue.ErrInvalid.Error()+": "))
+			return usagef("--run: %s (no job can have this type)", strings.TrimPrefix(err.Error(), queue.ErrInvalid.Error()+": "))
 		}
 	}
 	return nil
