@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -193,8 +195,24 @@ func TestRunTypeValidated(t *testing.T) {
 				run, code, exited, out)
 		}
 	}
-	_, out := jobsProcess(t, p, "worker", "--run", "b=true", "--run", "a:x=true")
+	out := watchedProcess(t, p, "worker", "--run", "b=true", "--run", "a:x=true")
 	waitFor(t, 5*time.Second, "a log line naming the types a:x and b", func() bool {
 		return strings.Contains(out.String(), "types=a:x,b")
 	})
+}
+
+// watchedProcess starts the CLI as a child process (as jobsProcess does) whose output can
+// be read while it runs.
+func watchedProcess(t *testing.T, prefix string, args ...string) *lockedBuffer {
+	t.Helper()
+	full := append([]string{"--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join(full, "\x1f"))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return out
 }
