@@ -4,24 +4,74 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
 )
 
-// locate returns the queue of job id: --queue when given, else the queue holding it.
+// locate returns the queue of job id: --queue when given, else the one queue holding it
+// (see findJob).
 func locate(c *cli.Context, client *queue.Client, id string) (string, error) {
 	if q := c.String("queue"); q != "" {
 		return q, nil
 	}
-	j, err := client.Find(c.Context, id)
-	if errors.Is(err, queue.ErrNotFound) {
-		return "", fmt.Errorf("no job %s (never enqueued, or its retention ran out)", id)
-	}
+	j, err := findJob(c, client, id)
 	if err != nil {
 		return "", err
 	}
 	return j.Queue, nil
+}
+
+// findJob returns job id from --queue, or from the queue holding it. IDs are unique per
+// queue only, so one ID may name jobs in several queues: acting on the first found would
+// show, cancel or retry a job the operator may not have meant, so that is refused, naming
+// the queues.
+func findJob(c *cli.Context, client *queue.Client, id string) (*queue.Job, error) {
+	if q := c.String("queue"); q != "" {
+		j, err := client.Get(c.Context, q, id)
+		if err != nil {
+			return nil, jobError(id, err)
+		}
+		return j, nil
+	}
+	qs, err := client.Queues(c.Context)
+	if err != nil {
+		return nil, err
+	}
+	// One Get per queue, a few at a time: queue has no call that looks in every queue
+	// and returns every match (Find stops at the first).
+	found := make([]*queue.Job, len(qs))
+	errs := make([]error, len(qs))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			found[i], errs[i] = client.Get(c.Context, q, id)
+		}()
+	}
+	wg.Wait()
+	var jobs []*queue.Job
+	var in []string
+	for i, j := range found {
+		if err := errs[i]; err != nil && !errors.Is(err, queue.ErrNotFound) {
+			return nil, err
+		}
+		if j != nil {
+			jobs, in = append(jobs, j), append(in, qs[i])
+		}
+	}
+	switch len(jobs) {
+	case 0:
+		return nil, jobError(id, queue.ErrNotFound)
+	case 1:
+		return jobs[0], nil
+	}
+	return nil, usagef("job %s is in %d queues (%s): name one with --queue", shown(id), len(in), strings.Join(in, ", "))
 }
 
 // requireQueue fails unless a job was ever enqueued on q: a typo must not silently act
@@ -44,7 +94,7 @@ func requireQueue(c *cli.Context, client *queue.Client, q string) error {
 func jobError(id string, err error) error {
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
-		return fmt.Errorf("no job %s (never enqueued, or its retention ran out)", id)
+		return fmt.Errorf("no job %s (never enqueued, or its retention ran out)", shown(id))
 	case errors.Is(err, queue.ErrState):
 		return fmt.Errorf("%v", err)
 	}
@@ -102,7 +152,7 @@ func retryCommand(e *env) *cli.Command {
 			if err := client.Retry(c.Context, q, id); err != nil {
 				return jobError(id, err)
 			}
-			fmt.Fprintf(e.stdout, "%s is ready\n", id)
+			fmt.Fprintf(e.stdout, "%s is ready\n", shown(id))
 			return nil
 		},
 	}
@@ -139,9 +189,9 @@ func cancelCommand(e *env) *cli.Command {
 				return jobError(id, err)
 			}
 			if state == queue.StateActive {
-				fmt.Fprintf(e.stdout, "%s is running: its worker will cancel it at its next heartbeat\n", id)
+				fmt.Fprintf(e.stdout, "%s is running: its worker will cancel it at its next heartbeat\n", shown(id))
 			} else {
-				fmt.Fprintf(e.stdout, "%s cancelled (now dead)\n", id)
+				fmt.Fprintf(e.stdout, "%s cancelled (now dead)\n", shown(id))
 			}
 			return nil
 		},

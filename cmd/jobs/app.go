@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
@@ -54,7 +55,10 @@ type env struct {
 // having printed any error as one line on stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(&env{stdin: stdin, stdout: stdout, stderr: stderr})
-	err := app.RunContext(ctx, hoistFlags(app, args))
+	args, err := hoistFlags(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -132,6 +136,16 @@ func newApp(e *env) *cli.App {
 	setUsage = func(cmds []*cli.Command) {
 		for _, cmd := range cmds {
 			cmd.OnUsageError = app.OnUsageError
+			// urfave/cli adds a "help" subcommand (alias "h") to each command, so
+			// `jobs enqueue h` or `jobs cancel help` printed help instead of taking the
+			// word as a job type or ID. Commands without subcommands get none; their
+			// help is --help / -h.
+			if len(cmd.Subcommands) == 0 {
+				cmd.HideHelpCommand = true
+			}
+			if cmd.Before == nil {
+				cmd.Before = checkFlags
+			}
 			setUsage(cmd.Subcommands)
 		}
 	}
@@ -402,4 +416,40 @@ func oneLine(s string) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// checkFlags refuses flag values that every command must refuse, before the command runs.
+func checkFlags(c *cli.Context) error {
+	for _, f := range c.Command.Flags {
+		if _, ok := f.(*cli.StringFlag); !ok || !c.IsSet(f.Names()[0]) {
+			continue
+		}
+		switch name := f.Names()[0]; name {
+		case "queue":
+			if err := checkQueueFlag(c.String(name)); err != nil {
+				return err
+			}
+		case "id":
+			// JSON cannot carry bytes that are not UTF-8 (encoding/json writes U+FFFD), so
+			// such an ID printed by --json could never be typed back to inspect or cancel.
+			if !utf8.ValidString(c.String(name)) {
+				return usagef("--id %s: a job ID must be valid UTF-8", shown(c.String(name)))
+			}
+		}
+	}
+	return nil
+}
+
+// checkQueueFlag checks a queue name given to --queue. A name starting with '-' is
+// refused though queue accepts it: after --queue it is most likely a forgotten value
+// (`--queue --json` would make "--json" the queue), and as an argument (jobs ls QUEUE) it
+// reads as a flag.
+func checkQueueFlag(name string) error {
+	if strings.HasPrefix(name, "-") {
+		return usagef("--queue %s: a queue name may not start with '-' (a value missing after --queue?)", shown(name))
+	}
+	if err := queue.ValidateQueue(name); err != nil {
+		return usagef("--queue: %v", err)
+	}
+	return nil
 }

@@ -37,7 +37,11 @@ func TestHoistFlags(t *testing.T) {
 		{"jobs", "jobs"},
 	}
 	for _, tc := range cases {
-		got := strings.Join(hoistFlags(app, strings.Fields(tc.in)), " ")
+		args, err := hoistFlags(app, strings.Fields(tc.in))
+		if err != nil {
+			t.Errorf("hoistFlags(%q) err = %v", tc.in, err)
+		}
+		got := strings.Join(args, " ")
 		want := tc.want
 		if tc.in == "jobs enqueue --delay 1s t" {
 			want = "jobs enqueue --delay 1s -- t"

@@ -72,6 +72,9 @@ func devCommand(e *env) *cli.Command {
 			if err != nil {
 				return usagef("--prefix: %v", err)
 			}
+			if err := checkRunTypes(client, mux); err != nil {
+				return err
+			}
 			url := "redis://" + srv.Addr()
 			fmt.Fprintf(e.stderr, "jobs dev: in-memory Redis at %s; NOTHING IS DURABLE: every job is gone when this stops\n", url)
 

@@ -23,7 +23,8 @@ func doctorCommand(e *env) *cli.Command {
 		Name:  "doctor",
 		Usage: "check that the Redis at --redis is fit to hold jobs, and say what to fix",
 		Description: "Checks the Redis version, maxmemory-policy (anything but noeviction can silently\n" +
-			"drop jobs), persistence, cluster slot coverage and round-trip latency. Exits 0 when\n" +
+			"drop jobs), free memory under maxmemory, that it takes writes (not a replica, no failed save),\n" +
+			"persistence, cluster slot coverage and round-trip latency. Exits 0 when\n" +
 			"nothing must change (warnings allowed), 1 with each problem on its own line. Example:\n\n" +
 			"   jobs --redis redis://redis.internal:6379 doctor",
 		Action: func(c *cli.Context) error {
@@ -86,15 +87,27 @@ func diagnose(ctx context.Context, rdb redis.UniversalClient) []check {
 	var out []check
 	add := func(level, format string, args ...any) { out = append(out, check{level, fmt.Sprintf(format, args...)}) }
 	info := map[string]string{}
-	raw, err := rdb.Info(ctx, "server", "memory", "persistence", "cluster").Result()
+	// INFO without arguments: its default sections hold all that is read here, and INFO
+	// with several sections is an error before Redis 7 and on jobs dev's server.
+	raw, err := rdb.Info(ctx).Result()
 	if err != nil {
-		add("FAIL", "INFO failed: %v (the ACL user needs +info)", err)
+		hint := ""
+		if strings.Contains(err.Error(), "NOPERM") {
+			hint = " (the ACL user needs +info)"
+		}
+		add("FAIL", "INFO failed: %v%s", err, hint)
 		return out
 	}
 	for _, line := range strings.Split(raw, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
 			info[k] = v
 		}
+	}
+	if info["redis_version"] == "" {
+		// miniredis, behind `jobs dev`, answers INFO with its clients and stats only.
+		add("FAIL", "not a Redis server: INFO has no redis_version (jobs dev's in-memory server answers so). "+
+			"It runs jobs for trying them but holds nothing durably; point --redis at Redis >= 6.2 for real jobs")
+		return append(out, roundTrip(ctx, rdb))
 	}
 
 	version := info["redis_version"]
@@ -111,6 +124,14 @@ func diagnose(ctx context.Context, rdb redis.UniversalClient) []check {
 		add("warn", "maxmemory-policy unknown (INFO has no maxmemory_policy): make sure it is noeviction")
 	default:
 		add("FAIL", "maxmemory-policy is %s: Redis may evict job keys and silently lose jobs. Fix: CONFIG SET maxmemory-policy noeviction (and in redis.conf)", policy)
+	}
+
+	out = append(out, memory(info))
+	if info["role"] == "slave" {
+		add("FAIL", "role: this is a replica, which refuses writes: point --redis at the master (or use --sentinel-master)")
+	}
+	if info["rdb_last_bgsave_status"] == "err" {
+		add("FAIL", "the last RDB save failed: with stop-writes-on-bgsave-error (the default) Redis refuses writes until a save succeeds. Fix the disk, or CONFIG SET stop-writes-on-bgsave-error no")
 	}
 
 	aof := info["aof_enabled"] == "1"
@@ -141,12 +162,16 @@ func diagnose(ctx context.Context, rdb redis.UniversalClient) []check {
 		}
 	}
 
+	return append(out, roundTrip(ctx, rdb))
+}
+
+// roundTrip times ten PINGs: every transition is at least one round trip.
+func roundTrip(ctx context.Context, rdb redis.UniversalClient) check {
 	var rtts []time.Duration
 	for range 10 {
 		start := time.Now()
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			add("FAIL", "PING failed: %v", err)
-			return out
+			return check{"FAIL", fmt.Sprintf("PING failed: %v", err)}
 		}
 		rtts = append(rtts, time.Since(start))
 	}
@@ -154,10 +179,30 @@ func diagnose(ctx context.Context, rdb redis.UniversalClient) []check {
 	med := rtts[len(rtts)/2]
 	level := "ok"
 	if med > 5*time.Millisecond {
-		level = "warn" // every transition is at least one round trip
+		level = "warn"
 	}
-	add(level, "round trip %.2f ms (median of 10 PINGs)", float64(med.Microseconds())/1000)
-	return out
+	return check{level, fmt.Sprintf("round trip %.2f ms (median of 10 PINGs)", float64(med.Microseconds())/1000)}
+}
+
+// memory compares used_memory with maxmemory. With noeviction (which doctor requires)
+// a Redis over its maxmemory refuses every write: enqueues, claims, and the acks that
+// would free memory; a policy check alone called that Redis fit.
+func memory(info map[string]string) check {
+	used, err1 := strconv.ParseInt(info["used_memory"], 10, 64)
+	limit, err2 := strconv.ParseInt(info["maxmemory"], 10, 64)
+	mb := func(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/(1<<20)) }
+	switch {
+	case err1 != nil || err2 != nil:
+		return check{"warn", "memory: INFO has no used_memory or maxmemory: check that Redis has room"}
+	case limit == 0:
+		return check{"ok", fmt.Sprintf("memory: %s used, no maxmemory (bounded by the machine's memory)", mb(used))}
+	case used >= limit:
+		return check{"FAIL", fmt.Sprintf("memory: Redis is full (used_memory %s, maxmemory %s): it refuses every write. "+
+			"Fix: raise maxmemory (CONFIG SET maxmemory) or free memory (jobs purge QUEUE --state done)", mb(used), mb(limit))}
+	case used >= limit/10*9:
+		return check{"warn", fmt.Sprintf("memory: %s of maxmemory %s used (over 90%%): at the limit Redis refuses every write", mb(used), mb(limit))}
+	}
+	return check{"ok", fmt.Sprintf("memory: %s of maxmemory %s used", mb(used), mb(limit))}
 }
 
 func versionAtLeast(v string, min ...int) bool {

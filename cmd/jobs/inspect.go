@@ -2,10 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
 )
 
@@ -14,7 +12,8 @@ func inspectCommand(e *env) *cli.Command {
 		Name:      "inspect",
 		Usage:     "show one job: state, attempts, times, last error, result",
 		ArgsUsage: "ID",
-		Description: "Looks in every queue unless --queue is given. Examples:\n\n" +
+		Description: "Looks in every queue unless --queue is given; an ID found in several queues needs\n" +
+			"--queue (IDs are unique per queue). Examples:\n\n" +
 			"   jobs inspect 01JEXAMPLE0000000000000000\n" +
 			"   jobs inspect --json 01JEXAMPLE0000000000000000 | jq .state",
 		Flags: []cli.Flag{
@@ -34,15 +33,7 @@ func inspectCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
-			var job *queue.Job
-			if q := c.String("queue"); q != "" {
-				job, err = client.Get(c.Context, q, id)
-			} else {
-				job, err = client.Find(c.Context, id)
-			}
-			if errors.Is(err, queue.ErrNotFound) {
-				return fmt.Errorf("no job %s (never enqueued, or its retention ran out)", id)
-			}
+			job, err := findJob(c, client, id)
 			if err != nil {
 				return err
 			}

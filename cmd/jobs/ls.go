@@ -58,26 +58,10 @@ func lsCommand(e *env) *cli.Command {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tATTEMPT\tCREATED\tRUN AT\tLAST ERROR")
 			for _, j := range jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Type, j.State, j.Attempt,
-					j.MaxRetry+1, when(j.CreatedAt), when(j.RunAt), dash(truncate(firstLine(j.LastError), 60)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", clean(j.ID, false), clean(j.Type, false), j.State, j.Attempt,
+					j.MaxRetry+1, when(j.CreatedAt), when(j.RunAt), dash(truncate(clean(summary(j.LastError), false), 60)))
 			}
 			return tw.Flush()
 		},
 	}
-}
-
-func firstLine(s string) string {
-	for i, r := range s {
-		if r == '\n' {
-			return s[:i]
-		}
-	}
-	return s
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

@@ -3,20 +3,24 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// printJob renders one job for a person: one "field  value" line each.
+// printJob renders one job for a person: one "field  value" line each. Values that come
+// from users and handlers go through clean; --json prints them exactly.
 func printJob(w io.Writer, j *queue.Job) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("id", j.ID)
-	row("type", j.Type)
-	row("queue", j.Queue)
+	row("id", clean(j.ID, false))
+	row("type", clean(j.Type, false))
+	row("queue", clean(j.Queue, false))
 	row("state", string(j.State))
 	row("attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxRetry+1))
 	row("postponed", fmt.Sprint(j.Postponed))
@@ -25,10 +29,10 @@ func printJob(w io.Writer, j *queue.Job) {
 	row("run at", when(j.RunAt))
 	row("started", when(j.StartedAt))
 	row("finished", when(j.FinishedAt))
-	row("worker", dash(j.Worker))
-	row("payload", dash(clip(string(j.Payload))))
-	row("result", dash(clip(string(j.Result))))
-	row("last error", dash(clip(j.LastError)))
+	row("worker", dash(clean(j.Worker, false)))
+	row("payload", dash(clip(clean(string(j.Payload), true))))
+	row("result", dash(clip(clean(string(j.Result), true))))
+	row("last error", dash(clip(clean(j.LastError, true))))
 	tw.Flush()
 }
 
@@ -50,7 +54,66 @@ func dash(s string) string {
 func clip(s string) string {
 	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n\t")
 	if len(s) > 2000 {
-		return s[:2000] + " ... (cut; --json prints it whole)"
+		return truncate(s, 2000) + " (cut; --json prints it whole)"
 	}
 	return s
+}
+
+// clean makes s safe to print on a terminal. Control characters, other runes that do not
+// print (bidi overrides among them) and bytes that are not UTF-8 are written as Go
+// escapes (\x1b, \t, \u202e, \xff), so a payload or a handler's stderr cannot move the
+// cursor, clear the screen or retitle the window, and no 0xff byte reaches text/tabwriter,
+// which takes it for its escape character. With keepNewlines a '\n' stays a line break
+// (inspect shows multi-line values on several lines). Printable text, backslashes
+// included, is shown as is: --json is the exact form.
+func clean(s string, keepNewlines bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n' && keepNewlines, unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r) // '\x1b', '\t', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// shown is s for a one-line message: as is when printable, else Go-quoted, so a newline
+// cannot split the line and a control byte cannot reach the terminal.
+func shown(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) || !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// summary is the one line of a job's last error that says most about it, for a table
+// cell: an exec handler's error ends with its stderr's tail, whose last line is usually
+// the program's own message ("error: disk full"), so that is the line shown; a panic's
+// first line holds the panic value, the lines after it the stack, so there the first.
+func summary(lastError string) string {
+	s := strings.TrimSpace(lastError)
+	first, _, multi := strings.Cut(s, "\n")
+	if !multi || strings.HasPrefix(s, "panic: ") {
+		return first
+	}
+	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut with "...".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

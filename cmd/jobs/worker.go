@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +29,7 @@ func workerCommand(e *env) *cli.Command {
 			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'make-report > /tmp/r'\"",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: run COMMAND for jobs of TYPE (repeatable)"},
-			&cli.StringSliceFlag{Name: "queue", Usage: "NAME[=WEIGHT]: a queue to work on and its weight (repeatable; default: default)"},
+			&cli.StringSliceFlag{Name: "queue", Usage: "NAME[=WEIGHT]: a queue to work on and its weight, 1 to 1000 (repeatable; default: default)"},
 			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
 			&cli.DurationFlag{Name: "lease", Value: worker.DefaultLease, Usage: "claim length, renewed while a job runs; a crashed worker's jobs return after about this long"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: worker.DefaultShutdownTimeout, Usage: "on SIGTERM, how long running jobs may finish before they are handed back"},
@@ -76,6 +78,9 @@ func workerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer client.Redis().Close()
+			if err := checkRunTypes(client, mux); err != nil {
+				return err
+			}
 			reg, stop, err := startMetrics(c.String("metrics"), client, logger)
 			if err != nil {
 				return err
@@ -94,24 +99,33 @@ func workerCommand(e *env) *cli.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
+			// The worker's own start line names queues and settings; an operator also
+			// needs to see which job types this process runs.
+			logger.LogAttrs(c.Context, slog.LevelInfo, "worker handles job types",
+				slog.String("types", strings.Join(slices.Sorted(slices.Values(mux.Types())), ",")))
 			return w.Run(c.Context)
 		},
 	}
 }
+
+// maxWeight bounds a --queue weight. The worker draws each claim with probability
+// weight/total, so the total must not overflow (two weights near MaxInt64 panicked it);
+// 1000 to 1 is a finer ratio than any deployment needs.
+const maxWeight = 1000
 
 // parseQueues reads --queue NAME[=WEIGHT] flags.
 func parseQueues(flags []string) (map[string]int, error) {
 	queues := map[string]int{}
 	for _, f := range flags {
 		name, weight, hasWeight := strings.Cut(f, "=")
-		if err := queue.ValidateQueue(name); err != nil {
-			return nil, usagef("--queue %q: %v", f, err)
+		if err := checkQueueFlag(name); err != nil {
+			return nil, err
 		}
 		w := 1
 		if hasWeight {
 			n, err := strconv.Atoi(weight)
-			if err != nil || n <= 0 {
-				return nil, usagef("--queue %q: weight must be a positive integer", f)
+			if err != nil || n <= 0 || n > maxWeight {
+				return nil, usagef("--queue %q: weight must be an integer from 1 to %d (at most %d)", f, maxWeight, maxWeight)
 			}
 			w = n
 		}
@@ -124,6 +138,18 @@ func parseQueues(flags []string) (map[string]int, error) {
 		queues[queue.DefaultQueue] = 1
 	}
 	return queues, nil
+}
+
+// checkRunTypes refuses a --run type that no job can have ('x ', 'a b'): its handler
+// would never run. The rule is Enqueue's, applied by client.Check, which touches no
+// Redis.
+func checkRunTypes(client *queue.Client, mux *worker.Mux) error {
+	for _, typ := range slices.Sorted(slices.Values(mux.Types())) {
+		if err := client.Check(queue.BatchJob{Type: typ}); err != nil {
+			return usagef("--run: %s (no job can have this type)", strings.TrimPrefix(err.Error(), queue.ErrInvalid.Error()+": "))
+		}
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {
