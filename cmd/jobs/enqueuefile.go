@@ -33,6 +33,10 @@ type fileJob struct {
 // fileBatch is how many lines go into one EnqueueBatch: one round trip each.
 const fileBatch = 1000
 
+// maxLine bounds one line of a --file: room for a payload at the default limit, even
+// escaped as a JSON string, and the job's other fields.
+const maxLine = 2*queue.DefaultMaxPayload + 64<<10
+
 // enqueueFile enqueues the JSON lines of path ("-": stdin) in batches. A bad line stops it
 // with the line's number and how many jobs were enqueued before it, all of them from the
 // lines above, so `tail -n +N` of the fixed file resumes.
@@ -85,15 +89,19 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		return nil
 	}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 2*queue.DefaultMaxPayload+64<<10)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
 	line := 0
 	for sc.Scan() {
 		line++
-		read += int64(len(sc.Bytes())) + 1
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+		text := sc.Bytes()
+		read += int64(len(text)) + 1
+		if line == 1 { // a UTF-8 byte order mark, as some Windows editors write, is no part of the JSON
+			text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
+		}
+		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
-		bj, err := parseFileJob(sc.Bytes())
+		bj, err := parseFileJob(text)
 		if err == nil {
 			err = client.Check(bj)
 		}
@@ -115,7 +123,12 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		if ferr := flush(); ferr != nil {
 			return ferr
 		}
-		return fmt.Errorf("%s after line %d: %w (%d jobs enqueued)", path, line, err, enqueued)
+		// The scanner stopped inside line+1: that is the line to name.
+		if errors.Is(err, bufio.ErrTooLong) {
+			return usagef("%s line %d: longer than %d bytes (%d jobs from the lines above were enqueued; fix it and resume with tail -n +%d)",
+				path, line+1, maxLine, enqueued, line+1)
+		}
+		return fmt.Errorf("%s line %d: %w (%d jobs from the lines above were enqueued)", path, line+1, err, enqueued)
 	}
 	if err := flush(); err != nil {
 		return err
@@ -133,6 +146,11 @@ func parseFileJob(b []byte) (queue.BatchJob, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fj); err != nil {
 		return queue.BatchJob{}, fmt.Errorf("not a job object: %v", err)
+	}
+	// One object per line: anything after it (a second object, garbage) would otherwise
+	// be dropped without a word.
+	if _, err := dec.Token(); err != io.EOF {
+		return queue.BatchJob{}, fmt.Errorf("not a job object: more follows the object (one object per line)")
 	}
 	bj := queue.BatchJob{Type: fj.Type}
 	if len(fj.Payload) > 0 && string(fj.Payload) != "null" {

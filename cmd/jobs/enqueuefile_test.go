@@ -71,3 +71,28 @@ func TestEnqueueFileStopsAtBadLine(t *testing.T) {
 		t.Errorf("--file with --queue = %+v, want exit 2", r)
 	}
 }
+
+// Lines that used to be half-read: a second JSON value or trailing garbage after the job
+// object was dropped silently; a UTF-8 byte order mark made line 1 "invalid character
+// 'ï'"; a line over the size limit was reported as the line before it.
+func TestEnqueueFileLineParsing(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"second value", `{"type":"a"}` + "\n" + `{"type":"a"} {"type":"b"}` + "\n", "line 2: "},
+		{"trailing garbage", `{"type":"a"}` + "\n" + `{"type":"a"}x` + "\n", "line 2: "},
+		{"trailing brace", `{"type":"a"}` + "\n" + `{"type":"a"}}` + "\n", "line 2: "},
+		{"long line", `{"type":"a"}` + "\n" + `{"type":"a","payload":"` + strings.Repeat("x", 3<<20) + `"}` + "\n", "line 2: "},
+	} {
+		r := jobs(t, p, tc.content, "enqueue", "--file", "-")
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%s: exit %d, stderr %q; want an error naming %q", tc.name, r.code, r.stderr, tc.want)
+		}
+	}
+	r := jobs(t, p, "\xef\xbb\xbf"+`{"type":"bom","queue":"bom"}`+"\n", "enqueue", "--file", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "enqueued 1 jobs") {
+		t.Errorf("a file starting with a UTF-8 BOM: %+v, want its job enqueued", r)
+	}
+}
