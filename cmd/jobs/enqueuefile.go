@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobs-dev/jobs/queue"
@@ -62,22 +64,32 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 	var read int64
 	enqueued, dups := 0, 0
 	var batch []queue.BatchJob
+	var lines []int // lines[i]: the line of batch[i]
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		res, err := client.EnqueueBatch(c.Context, batch)
-		if err != nil {
+		if res == nil { // nothing was written: a bad job (Check passed, so rare) or ctx done
 			return fmt.Errorf("after %d jobs enqueued: %w", enqueued, err)
 		}
-		for _, r := range res {
-			if errors.Is(r.Err, queue.ErrDuplicate) {
-				dups++
-			} else {
+		var failed, uncertain []int
+		for i, r := range res {
+			switch {
+			case r.Err == nil:
 				enqueued++
+			case errors.Is(r.Err, queue.ErrDuplicate):
+				dups++
+			case errors.Is(r.Err, queue.ErrUncertain):
+				uncertain = append(uncertain, i)
+			default:
+				failed = append(failed, i)
 			}
 		}
-		batch = batch[:0]
+		if len(failed)+len(uncertain) > 0 {
+			return fileBatchError(e, path, res, lines, failed, uncertain, enqueued)
+		}
+		batch, lines = batch[:0], lines[:0]
 		if progress != nil {
 			pct := ""
 			if size > 0 {
@@ -112,7 +124,7 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 			return usagef("%s line %d: %v (%d jobs from the lines above were enqueued; fix it and resume with tail -n +%d)",
 				path, line, err, enqueued, line)
 		}
-		batch = append(batch, bj)
+		batch, lines = append(batch, bj), append(lines, line)
 		if len(batch) == fileBatch {
 			if err := flush(); err != nil {
 				return err
@@ -138,6 +150,38 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 	}
 	fmt.Fprintf(e.stdout, "enqueued %d jobs (%d duplicates skipped) in %.2fs\n", enqueued, dups, time.Since(start).Seconds())
 	return nil
+}
+
+// maxListed bounds the lines fileBatchError lists one by one.
+const maxListed = 20
+
+// fileBatchError reports the lines of a batch that were not enqueued, or may not have
+// been, one per line on stderr (the first maxListed of each), and returns the summary
+// error. The lines enqueued stay enqueued; the caller stops there, since what refused
+// these (a full Redis, a lost connection) would refuse the next ones.
+func fileBatchError(e *env, path string, res []queue.BatchResult, lines, failed, uncertain []int, enqueued int) error {
+	list := func(idx []int, what string) string {
+		nums := make([]string, 0, min(len(idx), maxListed))
+		for n, i := range idx {
+			if n < maxListed {
+				fmt.Fprintf(e.stderr, "%s line %d: job %s %s: %v\n", path, lines[i], res[i].ID, what, res[i].Err)
+				nums = append(nums, strconv.Itoa(lines[i]))
+			}
+		}
+		if len(idx) > maxListed {
+			nums = append(nums, fmt.Sprintf("and %d more", len(idx)-maxListed))
+		}
+		return strings.Join(nums, ", ")
+	}
+	msg := fmt.Sprintf("%s: %d jobs enqueued in all", path, enqueued)
+	if len(failed) > 0 {
+		msg += fmt.Sprintf("; %d not enqueued (lines %s)", len(failed), list(failed, "not enqueued"))
+	}
+	if len(uncertain) > 0 {
+		msg += fmt.Sprintf("; %d may or may not be enqueued (lines %s; jobs inspect ID tells)",
+			len(uncertain), list(uncertain, "may or may not be enqueued"))
+	}
+	return errors.New(msg + "; stopped after line " + strconv.Itoa(lines[len(lines)-1]))
 }
 
 func parseFileJob(b []byte) (queue.BatchJob, error) {
