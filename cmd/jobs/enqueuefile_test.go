@@ -96,3 +96,31 @@ func TestEnqueueFileLineParsing(t *testing.T) {
 		t.Errorf("a file starting with a UTF-8 BOM: %+v, want its job enqueued", r)
 	}
 }
+
+// On a Redis that fills up, --file used to count refused jobs as enqueued and exit 0. It
+// now names each line not enqueued, counts only what was written, and exits 1.
+func TestEnqueueFileReportsRefusedLines(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	var b strings.Builder
+	for range 3000 {
+		fmt.Fprintf(&b, `{"type":"t","payload":"%s"}`+"\n", strings.Repeat("p", 1500))
+	}
+	r := runCLI(b.String(), "--redis", "redis://"+srv.Addr, "enqueue", "--file", "-")
+	client, _ := queue.NewClient(srv.Client(t), queue.Config{})
+	st, _ := client.Stats(context.Background())
+	if r.code != 1 || len(st) != 1 {
+		t.Fatalf("enqueue --file on a Redis filling up = %+v; want exit 1", r)
+	}
+	want := fmt.Sprintf("-: %d jobs enqueued in all; ", st[0].Ready)
+	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "OOM") {
+		t.Errorf("stderr ends %q; want the count enqueued (%d, as in Redis), the lines refused and why", r.stderr[max(0, len(r.stderr)-300):], st[0].Ready)
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("- line %d: job ", st[0].Ready+1)) {
+		t.Errorf("stderr does not name line %d, the first refused", st[0].Ready+1)
+	}
+}
