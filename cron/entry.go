@@ -97,10 +97,17 @@ func (e Entry) options(tick time.Time) ([]queue.Option, error) {
 		if *e.MaxRetry < 0 {
 			return nil, fmt.Errorf("max retry %d is negative", *e.MaxRetry)
 		}
+		if *e.MaxRetry > queue.MaxRetryLimit {
+			return nil, fmt.Errorf("max retry %d is over the limit of %d", *e.MaxRetry, queue.MaxRetryLimit)
+		}
 		opts = append(opts, queue.MaxRetry(*e.MaxRetry))
 	}
 	if e.Timeout < 0 {
 		return nil, fmt.Errorf("timeout %s is negative", e.Timeout)
+	}
+	if e.Timeout > 0 && e.Timeout < queue.MinTimeout {
+		// Stored in whole ms, it would read back as 0: the 30 min default.
+		return nil, fmt.Errorf("timeout %s is under the 1ms minimum", e.Timeout)
 	}
 	if e.Timeout > 0 {
 		opts = append(opts, queue.Timeout(e.Timeout))

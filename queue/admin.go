@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jobs-dev/jobs/scripts"
@@ -90,21 +91,29 @@ func (c *Client) Retry(ctx context.Context, queue, id string) error {
 }
 
 // RetryAllDead makes every dead job of queue ready now, in batches of 1000, and returns
-// how many it moved.
+// how many it moved. It retries the jobs dead when it starts: a job that dies again
+// meanwhile (a poison job, with workers running) enters the dead set with a later score
+// and is left there, so the call always ends.
 func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return 0, err
 	}
 	qk := c.keys.queue(queue)
+	maxScore, left, err := c.snapshot(ctx, qk.dead)
+	if err != nil {
+		return 0, fmt.Errorf("retry dead of %s: %w", queue, err)
+	}
 	total := 0
-	for {
-		ids, err := c.rdb.ZRange(ctx, qk.dead, 0, 999).Result()
+	for left > 0 {
+		ids, err := c.rdb.ZRangeByScore(ctx, qk.dead, &redis.ZRangeBy{Min: "-inf", Max: maxScore,
+			Count: min(left, 1000)}).Result()
 		if err != nil {
 			return total, fmt.Errorf("retry dead of %s: %w", queue, err)
 		}
 		if len(ids) == 0 {
 			return total, nil
 		}
+		left -= int64(len(ids))
 		res, err := c.retry(ctx, queue, StateDead, ids)
 		if err != nil {
 			return total, err
@@ -120,6 +129,23 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 			c.rdb.ZRem(ctx, qk.dead, toAny(ids)...)
 		}
 	}
+	return total, nil
+}
+
+// snapshot returns the highest score in the sorted set key and its size: the bound of a
+// bulk operation on the members present when it starts, taken from Redis (not the
+// client's clock). An empty set gives 0 members.
+func (c *Client) snapshot(ctx context.Context, key string) (maxScore string, n int64, err error) {
+	pipe := c.rdb.Pipeline()
+	last := pipe.ZRangeWithScores(ctx, key, -1, -1)
+	card := pipe.ZCard(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return "", 0, err
+	}
+	if len(last.Val()) == 0 {
+		return "", 0, nil
+	}
+	return strconv.FormatFloat(last.Val()[0].Score, 'f', -1, 64), card.Val(), nil
 }
 
 func (c *Client) retry(ctx context.Context, queue string, from State, ids []string) ([]string, error) {
@@ -206,7 +232,8 @@ func (c *Client) Resume(ctx context.Context, queue string) error {
 }
 
 // Purge deletes every job of queue in state (not active: cancel those), in batches of
-// 1000 so Redis never blocks long, and returns how many it deleted.
+// 1000 so Redis never blocks long, and returns how many it deleted. It deletes the jobs in
+// that state when it starts, not those that enter it meanwhile, so it always ends.
 func (c *Client) Purge(ctx context.Context, queue string, state State) (int, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return 0, err
@@ -217,17 +244,33 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	if index == "" {
 		return 0, invalid("purge state %q: want ready, scheduled, retry, done or dead (cancel active jobs instead)", state)
 	}
+	// Bound the purge by the jobs there when it starts: with workers running, jobs keep
+	// entering the state (dying, retrying, becoming ready), and a purge that chased them
+	// could run forever. A sorted set is bounded by its highest score and its size; the
+	// ready list by its length (jobs enter it at the left, the purge takes from the right).
+	maxScore, left := "+inf", int64(0)
+	var err error
+	if state == StateReady {
+		left, err = c.rdb.LLen(ctx, index).Result()
+	} else {
+		maxScore, left, err = c.snapshot(ctx, index)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("purge %s %s: %w", queue, state, err)
+	}
 	total := 0
-	for {
-		n, err := c.run(ctx, scripts.Purge, []string{index}, qk.jobPrefix, 1000, string(state)).Int()
+	for left > 0 {
+		n, err := c.run(ctx, scripts.Purge, []string{index}, qk.jobPrefix, min(left, 1000), string(state), maxScore).Int()
 		if err != nil {
 			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
 		}
 		total += n
+		left -= int64(n)
 		if n == 0 {
-			return total, nil
+			break
 		}
 	}
+	return total, nil
 }
 
 func toAny(ss []string) []any {

@@ -1,9 +1,16 @@
 package queue
 
 import (
+	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/scripts"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestStatsCountsEveryState(t *testing.T) {
@@ -188,5 +195,137 @@ func TestPurge(t *testing.T) {
 	}
 	if _, err := c.Purge(ctx, "default", StateActive); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Purge(active) err = %v, want ErrInvalid", err)
+	}
+}
+
+// poison stands for workers that keep killing jobs while an operator's bulk operation
+// runs: until stop, it adds fresh dead jobs (n per round, when add is set) and sends every
+// ready job back to dead with a new score, as a poison job failing at once would.
+func poison(t *testing.T, c *Client, queue string, add int, stop <-chan struct{}) *sync.WaitGroup {
+	t.Helper()
+	qk := c.keys.queue(queue)
+	kill := poisonScript
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := kill.Run(ctx, c.rdb, []string{qk.ready, qk.dead, qk.jobPrefix + "seq"}, qk.jobPrefix, add).Err(); err != nil {
+				t.Errorf("poison: %v", err)
+				return
+			}
+		}
+	})
+	return &wg
+}
+
+// poisonScript sends every job of ready (KEYS[1]) to dead (KEYS[2]) with a new score,
+// then adds ARGV[2] new dead jobs (IDs late-<n>, n from KEYS[3]).
+var poisonScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+  redis.call('HSET', ARGV[1] .. id, 'state', 'dead')
+  redis.call('ZADD', KEYS[2], now, id)
+end
+redis.call('DEL', KEYS[1])
+for i = 1, tonumber(ARGV[2]) do
+  local id = 'late-' .. redis.call('INCR', KEYS[3])
+  redis.call('HSET', ARGV[1] .. id, 'state', 'dead', 'type', 'a')
+  redis.call('ZADD', KEYS[2], now, id)
+end
+return 0`)
+
+// deadJobs makes n dead jobs on the default queue.
+func deadJobs(t *testing.T, c *Client, n int) {
+	t.Helper()
+	batch := make([]BatchJob, n)
+	for i := range batch {
+		batch[i] = BatchJob{Type: "a", Options: []Option{MaxRetry(0)}}
+	}
+	if _, err := c.EnqueueBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	for left := n; left > 0; {
+		jobs, err := c.Claim(ctx, "default", min(left, MaxBatch), time.Minute, "w")
+		if err != nil || len(jobs) == 0 {
+			t.Fatalf("Claim() = %d, %v", len(jobs), err)
+		}
+		for _, j := range jobs {
+			if st, err := c.Fail(ctx, j, "poison", 0); err != nil || st != StateDead {
+				t.Fatalf("Fail() = %s, %v; want dead", st, err)
+			}
+		}
+		left -= len(jobs)
+	}
+}
+
+// retry --all-dead while workers run used to loop for as long as a poison job kept dying
+// again: each pass found it back in dead. It now retries the jobs dead when it starts.
+func TestRetryAllDeadEndsWhileJobsKeepDying(t *testing.T) {
+	c := setup(t, Config{})
+	const n = 2500
+	deadJobs(t, c, n)
+	stop := make(chan struct{})
+	wg := poison(t, c, "default", 0, stop)
+	defer wg.Wait()
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	moved, err := c.RetryAllDead(tctx, "default")
+	close(stop)
+	if err != nil || moved > n {
+		t.Fatalf("RetryAllDead() with jobs dying again = %d, %v; want at most the %d dead at the start, nil", moved, err, n)
+	}
+}
+
+// dieOnPurge is a go-redis hook standing for workers whose jobs keep dying while a purge
+// runs: before each purge script call, it adds 10 dead jobs, newer than every other.
+type dieOnPurge struct {
+	c    *Client // on another connection, so the hook does not call itself
+	kill *redis.Script
+	t    *testing.T
+}
+
+func (h dieOnPurge) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h dieOnPurge) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h dieOnPurge) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && a[0] == "evalsha" && a[1] == scripts.Purge.Hash() {
+			qk := h.c.keys.queue("default")
+			if err := h.kill.Run(ctx, h.c.rdb, []string{qk.ready, qk.dead, qk.jobPrefix + "seq"}, qk.jobPrefix, 10).Err(); err != nil {
+				h.t.Errorf("dieOnPurge: %v", err)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// purge while workers run used to go on for as long as jobs kept dying (each call took
+// the oldest 1000, then the ones that died meanwhile); it now deletes the jobs dead when
+// it starts and spares the ones that die meanwhile.
+func TestPurgeEndsWhileJobsKeepDying(t *testing.T) {
+	c := setup(t, Config{})
+	const n = 2500
+	deadJobs(t, c, n)
+	rdb := redistest.Client(t)
+	rdb.AddHook(dieOnPurge{c: c, kill: poisonScript, t: t})
+	purger, err := NewClient(rdb, c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	deleted, err := purger.Purge(tctx, "default", StateDead)
+	if err != nil || deleted != n {
+		t.Errorf("Purge(dead) with jobs dying meanwhile = %d, %v; want the %d dead at the start, nil", deleted, err, n)
+	}
+	late, _ := c.rdb.ZRange(ctx, c.keys.queue("default").dead, 0, -1).Result()
+	if len(late) == 0 || len(late)%10 != 0 || !strings.HasPrefix(late[0], "late-") {
+		t.Errorf("dead after the purge = %d jobs (first %.1q); want the ones that died meanwhile, 10 per purge call", len(late), late)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -153,14 +154,29 @@ func (c *Client) Config() Config { return c.cfg }
 // Enqueue adds one job of the given type and returns its ID. With no option it is due now
 // on the "default" queue. When [ID] names a job that exists, or a [Unique] job's key is
 // held, it returns the existing job's ID and ErrDuplicate.
+//
+// Enqueue returns when ctx ends, whatever the Redis client's timeouts. A ctx done before
+// the job was sent gives ctx's error, and nothing is written. A job that was sent but got
+// no reply (ctx ended, connection lost) gives the job's ID and an error wrapping
+// [ErrUncertain] and the cause: it may or may not have been written. For go-redis to stop
+// waiting at the deadline as well (and free the connection), build the Redis client with
+// ContextTimeoutEnabled; otherwise it waits up to its ReadTimeout in the background.
+//
+// Concurrent Enqueue calls share one script call per queue (see internal/coalesce).
 func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts ...Option) (string, error) {
 	job, err := c.prepare(BatchJob{Type: typ, Payload: payload, Options: opts}, time.Now())
 	if err != nil {
 		return "", err
 	}
 	res, err := c.enqueues.Do(ctx, job)
+	if errors.Is(err, coalesce.ErrInFlight) {
+		return job.id, fmt.Errorf("enqueue: %w: %w", ErrUncertain, ctx.Err())
+	}
 	if err != nil {
 		return "", err
+	}
+	if errors.Is(res.Err, ErrUncertain) {
+		return job.id, res.Err
 	}
 	return res.ID, res.Err
 }
@@ -169,55 +185,9 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts .
 const coalesceMax = 256
 
 // enqueueCoalesced enqueues concurrent Enqueue calls together. Each job was checked by
-// its caller, so only a Redis error can fail the batch, and it fails each job alike.
-func (c *Client) enqueueCoalesced(jobs []prepared) []BatchResult {
-	res, err := c.enqueuePrepared(context.Background(), jobs)
-	if err != nil {
-		res = make([]BatchResult, len(jobs))
-		for i := range res {
-			res[i].Err = err
-		}
-	}
-	return res
-}
-
-// BatchJob is one job given to [Client.EnqueueBatch].
-type BatchJob struct {
-	Type    string
-	Payload []byte
-	Options []Option
-}
-
-// BatchResult is the outcome for one job of a batch: its ID, and Err = ErrDuplicate when a
-// job with that ID already existed, or a unique job's key was held (ID is then the
-// holder's); nothing was written for a duplicate. Err is a Redis error when the script
-// call of this job's queue failed while another queue's succeeded.
-type BatchResult struct {
-	ID  string
-	Err error
-}
-
-// batchChunk is how many jobs go into one script call: large enough to amortise the call,
-// small enough that one call does not stall Redis for other clients (~1 ms).
-const batchChunk = 500
-
-// EnqueueBatch adds many jobs in one round trip (one script call per queue and per 500
-// jobs, pipelined). Every job is validated before anything is written: a bad job fails the
-// whole batch with an error naming its index. Results are in input order.
-func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResult, error) {
-	now := time.Now()
-	prep := make([]prepared, len(jobs))
-	for i, bj := range jobs {
-		p, err := c.prepare(bj, now)
-		if err != nil {
-			if len(jobs) > 1 {
-				return nil, fmt.Errorf("job %d: %w", i, err)
-			}
-			return nil, err
-		}
-		prep[i] = p
-	}
-	return c.enqueuePrepared(ctx, prep)
+// its caller, so only a Redis error can fail a job.
+func (c *Client) enqueueCoalesced(ctx context.Context, jobs []prepared) []BatchResult {
+	return c.enqueuePrepared(ctx, jobs)
 }
 
 // prepared is a job that passed validation, with its options resolved and its ID chosen:
@@ -285,139 +255,6 @@ func flag(b bool) string {
 	return ""
 }
 
-// enqueuePrepared enqueues jobs that passed prepare: one script call per queue and per
-// batchChunk jobs, pipelined.
-func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) ([]BatchResult, error) {
-	results := make([]BatchResult, len(jobs))
-	// The jobs of each queue, in input order. Most calls have one queue: no map for them.
-	var order []string
-	var members [][]int
-	var index map[string]int
-	for i := range jobs {
-		q := jobs[i].o.queue
-		results[i].ID = jobs[i].id
-		k := -1
-		if n := len(order); n > 0 && order[n-1] == q {
-			k = n - 1
-		} else if len(order) > 0 {
-			if index == nil {
-				index = make(map[string]int, 4)
-				for n, name := range order {
-					index[name] = n
-				}
-			}
-			if n, ok := index[q]; ok {
-				k = n
-			}
-		}
-		if k < 0 {
-			k = len(order)
-			order = append(order, q)
-			members = append(members, nil)
-			if index != nil {
-				index[q] = k
-			}
-		}
-		members[k] = append(members[k], i)
-	}
-
-	var calls []*scriptCall
-	var owners [][]int // owners[k]: the result index of each job in calls[k]
-	for n, q := range order {
-		qk := c.queueKeys(q)
-		all := members[n]
-		for start := 0; start < len(all); start += batchChunk {
-			chunk := all[start:min(start+batchChunk, len(all))]
-			calls = append(calls, &scriptCall{script: scripts.Enqueue,
-				keys: []string{qk.ready, qk.scheduled, qk.wake}, args: c.enqueueArgs(qk, jobs, chunk)})
-			owners = append(owners, chunk)
-		}
-	}
-	if err := c.runScripts(ctx, c.register(order), calls); err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
-	}
-	for k, call := range calls {
-		err := readEnqueueReply(call.cmd, results, owners[k])
-		if err != nil { // this queue's call failed; the others' jobs are enqueued
-			for _, i := range owners[k] {
-				results[i].Err = fmt.Errorf("enqueue: %w", err)
-			}
-		}
-	}
-	c.countEnqueued(jobs, results)
-	return results, nil
-}
-
-// enqueueArgs is the ARGV of one enqueue.lua call for jobs[i], i in chunk: runs of jobs
-// with the same settings share one group header. A call with caller-chosen IDs carries a
-// nonce, stored in those jobs' hashes: if go-redis resends the call after a lost reply,
-// the script recognizes its own jobs instead of reporting them as duplicates.
-func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
-	args := make([]any, 2, 12+2*len(chunk))
-	args[0], args[1] = qk.jobPrefix, ""
-	for _, i := range chunk {
-		if !jobs[i].fresh {
-			args[1] = c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
-			break
-		}
-	}
-	var cur group
-	count, at := 0, -1 // at: the index in args of the current group's job count
-	for _, i := range chunk {
-		p := &jobs[i]
-		if g := p.group(); at < 0 || g != cur {
-			if at >= 0 {
-				args[at] = count
-			}
-			cur, count, at = g, 0, len(args)
-			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
-				g.uniqueTTL, flag(g.keep), flag(g.fresh))
-		}
-		args = append(args, p.id, p.payload)
-		if p.ukey != "" {
-			args = append(args, p.ukey)
-		}
-		count++
-	}
-	args[at] = count
-	return args
-}
-
-// readEnqueueReply fills in the results of the jobs of one enqueue.lua call from its reply:
-// a string with one code per job, then the ID of each holder of a unique key.
-func readEnqueueReply(cmd *redis.Cmd, results []BatchResult, owners []int) error {
-	reply, err := cmd.Slice()
-	if err != nil {
-		return err
-	}
-	var codes string
-	if len(reply) > 0 {
-		codes, _ = reply[0].(string)
-	}
-	if len(codes) != len(owners) {
-		return fmt.Errorf("%w: %v for %d jobs", errBadReply, reply, len(owners))
-	}
-	holders := reply[1:]
-	for n, i := range owners {
-		r := &results[i]
-		switch codes[n] {
-		case '1':
-		case '0':
-			r.Err = ErrDuplicate
-		case 'u':
-			if len(holders) == 0 {
-				return fmt.Errorf("%w: fewer holders than 'u' codes", errBadReply)
-			}
-			holder, _ := holders[0].(string)
-			holders = holders[1:]
-			r.ID, r.Err = holder, ErrDuplicate
-		default:
-			return fmt.Errorf("%w: code %q", errBadReply, codes[n])
-		}
-	}
-	return nil
-}
-
 // Check validates a job as EnqueueBatch would (type, payload size, options) without
 // writing anything, so a caller reading jobs from a file can report the bad one exactly.
 func (c *Client) Check(job BatchJob) error {
@@ -476,38 +313,28 @@ type scriptCall struct {
 // runScripts sends calls (and an SADD of newQueues to the queues set) in one pipeline,
 // by EVALSHA. Calls refused with NOSCRIPT (Redis restarted or its script cache was
 // flushed) did not run; they are sent again once the scripts are loaded. Each call's own
-// outcome, error included, is in its cmd: one queue's failure is not another's. The
-// error returned is the first call's error when every call failed, or a failure to
-// register the queues or load the scripts.
-func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*scriptCall) error {
+// outcome, error included, is in its cmd: one queue's failure is not another's.
+//
+// A failed SADD fails no job: the jobs were written all the same. It is tried once more
+// alone when a job was written, and a queue not registered is registered by this
+// Client's next enqueue on it (only a registered queue is marked known).
+func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*scriptCall) {
 	if len(calls) == 1 && len(newQueues) == 0 { // the common case: no pipeline machinery
 		call := calls[0]
 		call.cmd = call.script.Run(ctx, c.rdb, call.keys, call.args...)
-		return call.cmd.Err()
+		return
 	}
 	pending := calls
+	var sadd *redis.IntCmd
 	for attempt := 0; ; attempt++ {
 		pipe := c.rdb.Pipeline()
-		var sadd *redis.IntCmd
 		if len(newQueues) > 0 && attempt == 0 {
-			members := make([]any, len(newQueues))
-			for i, q := range newQueues {
-				members[i] = q
-			}
-			sadd = pipe.SAdd(ctx, c.keys.queues(), members...)
+			sadd = pipe.SAdd(ctx, c.keys.queues(), toAny(newQueues)...)
 		}
 		for _, call := range pending {
 			call.cmd = call.script.EvalSha(ctx, pipe, call.keys, call.args...)
 		}
 		_, _ = pipe.Exec(ctx)
-		if sadd != nil {
-			if err := sadd.Err(); err != nil {
-				return err
-			}
-			for _, q := range newQueues {
-				c.known.Store(q, struct{}{})
-			}
-		}
 		var again []*scriptCall
 		for _, call := range pending {
 			if err := call.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
@@ -515,17 +342,23 @@ func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*sc
 			}
 		}
 		if len(again) == 0 {
-			for _, call := range calls {
-				if call.cmd.Err() == nil {
-					return nil
-				}
-			}
-			return calls[0].cmd.Err()
+			break
 		}
 		if err := c.loadScripts(ctx); err != nil {
-			return err
+			break // the calls left keep their NOSCRIPT error: they did not run
 		}
 		pending = again
+	}
+	if sadd == nil {
+		return
+	}
+	if sadd.Err() != nil && slices.ContainsFunc(calls, func(call *scriptCall) bool { return call.cmd.Err() == nil }) {
+		sadd = c.rdb.SAdd(ctx, c.keys.queues(), toAny(newQueues)...)
+	}
+	if sadd.Err() == nil {
+		for _, q := range newQueues {
+			c.known.Store(q, struct{}{})
+		}
 	}
 }
 

@@ -1,8 +1,12 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Errors callers branch on with errors.Is.
@@ -43,4 +47,40 @@ func settled(code int64) error {
 		return ErrLeaseLost
 	}
 	return fmt.Errorf("%w: code %d", errBadReply, code)
+}
+
+// ErrUncertain: a call was sent to Redis but its reply never came (the context ended, the
+// connection broke, a timeout passed), so what it did is unknown: the job may or may not
+// have been enqueued, the ack may or may not have been applied. The error wraps the cause
+// too, so errors.Is(err, context.DeadlineExceeded) also holds. A context that ended before
+// the call was sent gives its plain error instead (context.Canceled,
+// context.DeadlineExceeded): nothing was written.
+//
+// To settle it: [Client.Get] with the job's ID (Enqueue returns the ID with this error),
+// or enqueue it again with [ID]: ErrDuplicate then means the first call wrote it. An
+// uncertain Ack is safe to repeat: a second ack under the same lease returns nil.
+var ErrUncertain = errors.New("queue: outcome unknown (sent, no reply)")
+
+// outcome wraps err, the error of a script call of op, as its caller should see it: a
+// Redis error reply (the scripts write nothing when they reply an error), or a failure
+// before anything was sent, stays a plain error; anything else (a lost connection, a
+// timeout, a context that ended in flight) may have come after the script ran, and wraps
+// ErrUncertain and, when ctx ended, ctx's error.
+func outcome(ctx context.Context, op string, err error) error {
+	if notSent(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%s: %w: %w (%w)", op, ErrUncertain, cerr, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrUncertain, err)
+}
+
+// notSent reports whether err proves that the call did not run: an error reply from Redis,
+// or a failure to get a connection.
+func notSent(err error) bool {
+	var re redis.Error
+	var op *net.OpError
+	return errors.As(err, &re) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.As(err, &op) && op.Op == "dial"
 }

@@ -2,10 +2,12 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/coalesce"
 	"github.com/jobs-dev/jobs/scripts"
 )
 
@@ -128,9 +130,7 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 		}
 		calls = append(calls, &scriptCall{script: scripts.Heartbeat, keys: []string{qk.active}, args: args})
 	}
-	if err := c.runScripts(ctx, nil, calls); err != nil {
-		return nil, nil, fmt.Errorf("heartbeat %s: %w", queue, err)
-	}
+	c.runScripts(ctx, nil, calls)
 	lost, cancelled = []string{}, []string{}
 	for _, call := range calls {
 		res, err := call.cmd.Slice()
@@ -154,11 +154,18 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 // after its reply was lost) returns nil and changes nothing; with Config.DoneRetention < 0
 // the job is gone by then and that reads as ErrLeaseLost. Concurrent Acks share one
 // script call per queue (and per MaxBatch jobs).
+//
+// Like [Client.Enqueue], Ack returns when ctx ends: with ctx's error when nothing was
+// sent, or an error wrapping [ErrUncertain] when the ack was sent but got no reply. An
+// uncertain ack is safe to repeat with the same Job.
 func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
 	if job.Lease == "" { // a Job read by Get or List holds no lease
 		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)
 	}
 	err, waitErr := c.acks.Do(ctx, ackItem{job, result})
+	if errors.Is(waitErr, coalesce.ErrInFlight) {
+		return fmt.Errorf("ack %s: %w: %w", job.ID, ErrUncertain, ctx.Err())
+	}
 	if waitErr != nil {
 		return fmt.Errorf("ack %s: %w", job.ID, waitErr)
 	}
@@ -172,7 +179,7 @@ type ackItem struct {
 
 // ackCoalesced acknowledges a batch of jobs: one ack.lua call per queue and per MaxBatch
 // jobs, pipelined.
-func (c *Client) ackCoalesced(items []ackItem) []error {
+func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 	retention := c.doneRetention()
 	byQueue := map[string][]int{}
 	var order []string
@@ -201,15 +208,14 @@ func (c *Client) ackCoalesced(items []ackItem) []error {
 		}
 	}
 	errs := make([]error, len(items))
-	runErr := c.runScripts(context.Background(), nil, calls)
+	c.runScripts(ctx, nil, calls)
 	for k, call := range calls {
-		var codes []int64
-		err := runErr
-		if call.cmd != nil {
-			codes, err = call.cmd.Int64Slice()
-		}
+		codes, err := call.cmd.Int64Slice()
 		if err == nil && len(codes) != len(owners[k]) {
 			err = errBadReply
+		}
+		if err != nil {
+			err = outcome(ctx, "script", err)
 		}
 		for n, i := range owners[k] {
 			e := err

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +81,46 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 	if stats, err = c.Stats(ctx); err != nil || stats[0].Done != 12 || stats[0].Active != 2 {
 		t.Errorf("after AckClaim on a full Redis: %+v, %v; want 12 done, 2 active", stats, err)
 	}
+}
+
+// A one-queue batch on a Redis that fills up part way used to return a nil error with the
+// refused half's failure only in the results. The error now lists every job that was not
+// enqueued, and the results match Redis job for job.
+func TestBatchOnFullRedisListsRefusedJobs(t *testing.T) {
+	if redistest.ClusterMode() {
+		t.Skip("starts its own single redis-server")
+	}
+	t.Parallel()
+	srv, err := redistest.Start("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]BatchJob, 3000)
+	for i := range batch {
+		batch[i] = BatchJob{Type: "a", Payload: []byte(strings.Repeat("p", 2000))}
+	}
+	res, err := c.EnqueueBatch(ctx, batch)
+	var be *BatchError
+	if !errors.As(err, &be) || len(be.Failed) == 0 || len(be.Failed) == len(batch) || len(be.Uncertain) != 0 {
+		t.Fatalf("EnqueueBatch() filling Redis err = %v; want a *BatchError with some jobs failed, not all", err)
+	}
+	if len(res) != len(batch) || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("EnqueueBatch() = %d results, %v; want %d and the OOM cause", len(res), err, len(batch))
+	}
+	failed := map[int]bool{}
+	for _, i := range be.Failed {
+		failed[i] = true
+	}
+	for i, r := range res {
+		exists := c.rdb.Exists(ctx, c.keys.queue("default").job(r.ID)).Val() == 1
+		if failed[i] != (r.Err != nil) || exists == failed[i] {
+			t.Fatalf("job %d: failed %v, result err %v, in Redis %v; want the three to agree", i, failed[i], r.Err, exists)
+		}
+	}
+	t.Logf("%d of %d jobs refused", len(be.Failed), len(batch))
 }

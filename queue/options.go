@@ -9,6 +9,15 @@ const (
 	DefaultQueue    = "default"
 	DefaultMaxRetry = 10
 	DefaultTimeout  = 30 * time.Minute
+
+	// MaxRetryLimit is the largest MaxRetry a job may have: about nine years of retries at
+	// the default 5-minute backoff cap, far past any real need, and far from where an
+	// attempt count (max_retry + 1) could overflow. MaxRetry(n) refuses a larger n.
+	MaxRetryLimit = 1_000_000
+	// MinTimeout is the smallest Timeout a job may have: the job hash stores whole
+	// milliseconds, so a shorter one would be stored as 0 and read back as the default.
+	// Timeout(d) refuses a positive d under it rather than silently rounding.
+	MinTimeout = time.Millisecond
 )
 
 // Option sets one per-job setting at enqueue. Each CLI flag of `jobs enqueue` maps onto one.
@@ -52,21 +61,26 @@ func Delay(d time.Duration) Option {
 func At(t time.Time) Option { return func(o *options) { o.at = t } }
 
 // MaxRetry sets how many times a failed job is retried before it is dead: it runs at most
-// n+1 times. Zero means no retries. Default: 10.
+// n+1 times. Zero means no retries; n may be at most [MaxRetryLimit]. Default: 10.
 func MaxRetry(n int) Option {
 	return func(o *options) {
 		if n < 0 {
 			o.errs = append(o.errs, invalid("max retry %d is negative", n))
+		} else if n > MaxRetryLimit {
+			o.errs = append(o.errs, invalid("max retry %d is over the limit of %d", n, MaxRetryLimit))
 		}
 		o.maxRetry, o.maxRetrySet = n, true
 	}
 }
 
-// Timeout bounds one attempt: the handler's context is cancelled after d. Default: 30m.
+// Timeout bounds one attempt: the handler's context is cancelled after d. d must be at
+// least [MinTimeout] (1ms); it is kept in whole milliseconds. Default: 30m.
 func Timeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
 			o.errs = append(o.errs, invalid("timeout %s must be positive", d))
+		} else if d < MinTimeout {
+			o.errs = append(o.errs, invalid("timeout %s is under the 1ms minimum", d))
 		}
 		o.timeout = d
 	}

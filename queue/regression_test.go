@@ -68,10 +68,11 @@ func TestBatchReportsErrorsPerQueue(t *testing.T) {
 		{Type: "a", Options: []Option{On("fine")}},
 		{Type: "a", Options: []Option{On("broken")}},
 	})
-	if err != nil {
-		t.Fatalf("EnqueueBatch() err = %v, want per-job errors", err)
+	var be *BatchError
+	if !errors.As(err, &be) || !slices.Equal(be.Failed, []int{1}) || len(be.Uncertain) != 0 {
+		t.Fatalf("EnqueueBatch() err = %v, want a *BatchError with job 1 failed", err)
 	}
-	if res[0].Err != nil || res[1].Err == nil {
+	if res[0].Err != nil || res[1].Err == nil || errors.Is(res[1].Err, ErrUncertain) {
 		t.Fatalf("results = %+v; want the fine queue's job enqueued, the broken one's failed", res)
 	}
 	if _, err := c.Get(ctx, "fine", res[0].ID); err != nil {
@@ -122,11 +123,11 @@ func TestResentEnqueueChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.enqueuePrepared(ctx, []prepared{job, later}); err != nil || res[0].Err != nil || res[1].Err != nil {
+	if res, err := sendPrepared(c, []prepared{job, later}); err != nil || res[0].Err != nil || res[1].Err != nil {
 		t.Fatalf("first send = %+v, %v", res, err)
 	}
 	claimed := claimOne(t, c, "default", time.Minute, "w")
-	res, err := c.enqueuePrepared(ctx, []prepared{job, later})
+	res, err := sendPrepared(c, []prepared{job, later})
 	if err != nil || res[0] != (BatchResult{ID: job.id}) || res[1] != (BatchResult{ID: later.id}) {
 		t.Fatalf("resend = %+v, %v; want both reported enqueued under their IDs", res, err)
 	}
@@ -151,7 +152,7 @@ func TestResentEnqueueChangesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for send := range 2 {
-			if res, err := c.enqueuePrepared(ctx, []prepared{one}); err != nil || res[0] != (BatchResult{ID: one.id}) {
+			if res, err := sendPrepared(c, []prepared{one}); err != nil || res[0] != (BatchResult{ID: one.id}) {
 				t.Fatalf("send %d of one job %v = %+v, %v; want it enqueued", send, opts, res, err)
 			}
 		}
@@ -268,8 +269,14 @@ func TestResentEnqueueKnowsItsOwnIDs(t *testing.T) {
 	if n := c.rdb.ZCard(ctx, qk.scheduled).Val(); n != 1 {
 		t.Errorf("scheduled has %d IDs after the resend, want 1", n)
 	}
-	res, err := c.enqueuePrepared(ctx, jobs)
+	res, err := sendPrepared(c, jobs)
 	if err != nil || !errors.Is(res[0].Err, ErrDuplicate) || !errors.Is(res[1].Err, ErrDuplicate) {
 		t.Errorf("another call with the same IDs = %+v, %v; want ErrDuplicate for both", res, err)
 	}
+}
+
+// sendPrepared is enqueuePrepared with the error EnqueueBatch would return.
+func sendPrepared(c *Client, jobs []prepared) ([]BatchResult, error) {
+	res := c.enqueuePrepared(ctx, jobs)
+	return res, batchError(res)
 }

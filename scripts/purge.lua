@@ -7,18 +7,22 @@
 -- ARGV[2]  limit                most jobs deleted in this call
 -- ARGV[3]  state                the state purged: a hash in another state (its ID was
 --                               reused after a stale entry's hash expired) is left alone
+-- ARGV[4]  max score            ZSET only: only entries scored at most this are taken (the
+--                               highest score when the purge began, so jobs that enter the
+--                               set meanwhile, e.g. a poison job dying again, are spared
+--                               and the purge ends); "+inf" for no bound. Ignored for ready.
 -- Returns  the number of jobs deleted.
 -- Clock    none.
 -- Invariant only the given index and its jobs' hashes (and unique keys) are touched; active
 --          jobs have no purge: cancel them instead, so no worker loses a job under it.
 
-local index, prefix, limit, state = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local index, prefix, limit, state, max_score = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local ids
 if redis.call('TYPE', index)['ok'] == 'list' then
   ids = redis.call('LRANGE', index, -limit, -1)
   if #ids > 0 then redis.call('LTRIM', index, 0, -#ids - 1) end
 else
-  ids = redis.call('ZRANGE', index, 0, limit - 1)
+  ids = redis.call('ZRANGEBYSCORE', index, '-inf', max_score, 'LIMIT', 0, limit)
   if #ids > 0 then redis.call('ZREM', index, unpack(ids)) end
 end
 for _, id in ipairs(ids) do

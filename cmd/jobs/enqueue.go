@@ -56,8 +56,8 @@ func enqueueCommand(e *env) *cli.Command {
 			payload := []byte(c.Args().Get(1))
 			if c.Args().Get(1) == "-" {
 				var err error
-				if payload, err = io.ReadAll(e.stdin); err != nil {
-					return fmt.Errorf("read payload from stdin: %w", err)
+				if payload, err = readPayload(e.stdin, queue.DefaultMaxPayload); err != nil {
+					return err
 				}
 			}
 			opts := []queue.Option{queue.On(c.String("queue")), queue.MaxRetry(c.Int("max-retry")),
@@ -104,4 +104,17 @@ func enqueueCommand(e *env) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// readPayload reads a payload from r, at most limit bytes: it stops one byte past the
+// limit, so a payload that is far too large is refused without being read whole.
+func readPayload(r io.Reader, limit int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read payload from stdin: %w", err)
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("%w: stdin holds more than the limit of %d bytes", queue.ErrPayloadTooLarge, limit)
+	}
+	return b, nil
 }

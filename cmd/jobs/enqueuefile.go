@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobs-dev/jobs/queue"
@@ -32,6 +34,10 @@ type fileJob struct {
 
 // fileBatch is how many lines go into one EnqueueBatch: one round trip each.
 const fileBatch = 1000
+
+// maxLine bounds one line of a --file: room for a payload at the default limit, even
+// escaped as a JSON string, and the job's other fields.
+const maxLine = 2*queue.DefaultMaxPayload + 64<<10
 
 // enqueueFile enqueues the JSON lines of path ("-": stdin) in batches. A bad line stops it
 // with the line's number and how many jobs were enqueued before it, all of them from the
@@ -58,22 +64,32 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 	var read int64
 	enqueued, dups := 0, 0
 	var batch []queue.BatchJob
+	var lines []int // lines[i]: the line of batch[i]
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		res, err := client.EnqueueBatch(c.Context, batch)
-		if err != nil {
+		if res == nil { // nothing was written: a bad job (Check passed, so rare) or ctx done
 			return fmt.Errorf("after %d jobs enqueued: %w", enqueued, err)
 		}
-		for _, r := range res {
-			if errors.Is(r.Err, queue.ErrDuplicate) {
-				dups++
-			} else {
+		var failed, uncertain []int
+		for i, r := range res {
+			switch {
+			case r.Err == nil:
 				enqueued++
+			case errors.Is(r.Err, queue.ErrDuplicate):
+				dups++
+			case errors.Is(r.Err, queue.ErrUncertain):
+				uncertain = append(uncertain, i)
+			default:
+				failed = append(failed, i)
 			}
 		}
-		batch = batch[:0]
+		if len(failed)+len(uncertain) > 0 {
+			return fileBatchError(e, path, res, lines, failed, uncertain, enqueued)
+		}
+		batch, lines = batch[:0], lines[:0]
 		if progress != nil {
 			pct := ""
 			if size > 0 {
@@ -85,15 +101,19 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		return nil
 	}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 2*queue.DefaultMaxPayload+64<<10)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
 	line := 0
 	for sc.Scan() {
 		line++
-		read += int64(len(sc.Bytes())) + 1
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+		text := sc.Bytes()
+		read += int64(len(text)) + 1
+		if line == 1 { // a UTF-8 byte order mark, as some Windows editors write, is no part of the JSON
+			text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
+		}
+		if len(bytes.TrimSpace(text)) == 0 {
 			continue
 		}
-		bj, err := parseFileJob(sc.Bytes())
+		bj, err := parseFileJob(text)
 		if err == nil {
 			err = client.Check(bj)
 		}
@@ -104,7 +124,7 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 			return usagef("%s line %d: %v (%d jobs from the lines above were enqueued; fix it and resume with tail -n +%d)",
 				path, line, err, enqueued, line)
 		}
-		batch = append(batch, bj)
+		batch, lines = append(batch, bj), append(lines, line)
 		if len(batch) == fileBatch {
 			if err := flush(); err != nil {
 				return err
@@ -115,7 +135,12 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		if ferr := flush(); ferr != nil {
 			return ferr
 		}
-		return fmt.Errorf("%s after line %d: %w (%d jobs enqueued)", path, line, err, enqueued)
+		// The scanner stopped inside line+1: that is the line to name.
+		if errors.Is(err, bufio.ErrTooLong) {
+			return usagef("%s line %d: longer than %d bytes (%d jobs from the lines above were enqueued; fix it and resume with tail -n +%d)",
+				path, line+1, maxLine, enqueued, line+1)
+		}
+		return fmt.Errorf("%s line %d: %w (%d jobs from the lines above were enqueued)", path, line+1, err, enqueued)
 	}
 	if err := flush(); err != nil {
 		return err
@@ -127,12 +152,49 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 	return nil
 }
 
+// maxListed bounds the lines fileBatchError lists one by one.
+const maxListed = 20
+
+// fileBatchError reports the lines of a batch that were not enqueued, or may not have
+// been, one per line on stderr (the first maxListed of each), and returns the summary
+// error. The lines enqueued stay enqueued; the caller stops there, since what refused
+// these (a full Redis, a lost connection) would refuse the next ones.
+func fileBatchError(e *env, path string, res []queue.BatchResult, lines, failed, uncertain []int, enqueued int) error {
+	list := func(idx []int, what string) string {
+		nums := make([]string, 0, min(len(idx), maxListed))
+		for n, i := range idx {
+			if n < maxListed {
+				fmt.Fprintf(e.stderr, "%s line %d: job %s %s: %v\n", path, lines[i], res[i].ID, what, res[i].Err)
+				nums = append(nums, strconv.Itoa(lines[i]))
+			}
+		}
+		if len(idx) > maxListed {
+			nums = append(nums, fmt.Sprintf("and %d more", len(idx)-maxListed))
+		}
+		return strings.Join(nums, ", ")
+	}
+	msg := fmt.Sprintf("%s: %d jobs enqueued in all", path, enqueued)
+	if len(failed) > 0 {
+		msg += fmt.Sprintf("; %d not enqueued (lines %s)", len(failed), list(failed, "not enqueued"))
+	}
+	if len(uncertain) > 0 {
+		msg += fmt.Sprintf("; %d may or may not be enqueued (lines %s; jobs inspect ID tells)",
+			len(uncertain), list(uncertain, "may or may not be enqueued"))
+	}
+	return errors.New(msg + "; stopped after line " + strconv.Itoa(lines[len(lines)-1]))
+}
+
 func parseFileJob(b []byte) (queue.BatchJob, error) {
 	var fj fileJob
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fj); err != nil {
 		return queue.BatchJob{}, fmt.Errorf("not a job object: %v", err)
+	}
+	// One object per line: anything after it (a second object, garbage) would otherwise
+	// be dropped without a word.
+	if _, err := dec.Token(); err != io.EOF {
+		return queue.BatchJob{}, fmt.Errorf("not a job object: more follows the object (one object per line)")
 	}
 	bj := queue.BatchJob{Type: fj.Type}
 	if len(fj.Payload) > 0 && string(fj.Payload) != "null" {

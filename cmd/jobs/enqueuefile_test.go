@@ -71,3 +71,56 @@ func TestEnqueueFileStopsAtBadLine(t *testing.T) {
 		t.Errorf("--file with --queue = %+v, want exit 2", r)
 	}
 }
+
+// Lines that used to be half-read: a second JSON value or trailing garbage after the job
+// object was dropped silently; a UTF-8 byte order mark made line 1 "invalid character
+// 'ï'"; a line over the size limit was reported as the line before it.
+func TestEnqueueFileLineParsing(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"second value", `{"type":"a"}` + "\n" + `{"type":"a"} {"type":"b"}` + "\n", "line 2: "},
+		{"trailing garbage", `{"type":"a"}` + "\n" + `{"type":"a"}x` + "\n", "line 2: "},
+		{"trailing brace", `{"type":"a"}` + "\n" + `{"type":"a"}}` + "\n", "line 2: "},
+		{"long line", `{"type":"a"}` + "\n" + `{"type":"a","payload":"` + strings.Repeat("x", 3<<20) + `"}` + "\n", "line 2: "},
+	} {
+		r := jobs(t, p, tc.content, "enqueue", "--file", "-")
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%s: exit %d, stderr %q; want an error naming %q", tc.name, r.code, r.stderr, tc.want)
+		}
+	}
+	r := jobs(t, p, "\xef\xbb\xbf"+`{"type":"bom","queue":"bom"}`+"\n", "enqueue", "--file", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "enqueued 1 jobs") {
+		t.Errorf("a file starting with a UTF-8 BOM: %+v, want its job enqueued", r)
+	}
+}
+
+// On a Redis that fills up, --file used to count refused jobs as enqueued and exit 0. It
+// now names each line not enqueued, counts only what was written, and exits 1.
+func TestEnqueueFileReportsRefusedLines(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	var b strings.Builder
+	for range 3000 {
+		fmt.Fprintf(&b, `{"type":"t","payload":"%s"}`+"\n", strings.Repeat("p", 1500))
+	}
+	r := runCLI(b.String(), "--redis", "redis://"+srv.Addr, "enqueue", "--file", "-")
+	client, _ := queue.NewClient(srv.Client(t), queue.Config{})
+	st, _ := client.Stats(context.Background())
+	if r.code != 1 || len(st) != 1 {
+		t.Fatalf("enqueue --file on a Redis filling up = %+v; want exit 1", r)
+	}
+	want := fmt.Sprintf("-: %d jobs enqueued in all; ", st[0].Ready)
+	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "OOM") {
+		t.Errorf("stderr ends %q; want the count enqueued (%d, as in Redis), the lines refused and why", r.stderr[max(0, len(r.stderr)-300):], st[0].Ready)
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("- line %d: job ", st[0].Ready+1)) {
+		t.Errorf("stderr does not name line %d, the first refused", st[0].Ready+1)
+	}
+}

@@ -8,13 +8,20 @@ package coalesce
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 )
+
+// ErrInFlight: the caller's context ended after its input was handed to the batch
+// function, so it may have been processed; Do wraps the context's error with it.
+var ErrInFlight = errors.New("coalesce: context ended while the call was in flight")
 
 // Batcher coalesces calls of In into batches handled by one function.
 type Batcher[In, Out any] struct {
 	max int
-	do  func(batch []In) []Out
+	do  func(ctx context.Context, batch []In) []Out
 
 	mu      sync.Mutex
 	pending []*call[In, Out]
@@ -22,51 +29,79 @@ type Batcher[In, Out any] struct {
 }
 
 type call[In, Out any] struct {
-	in   In
-	out  Out
-	done chan struct{}
+	ctx   context.Context
+	in    In
+	out   Out
+	taken bool // handed to do (guarded by mu)
+	done  chan struct{}
 }
 
 // New returns a Batcher that hands batches of at most max inputs to do, which must
-// return one output per input, in order. do runs on one goroutine at a time.
-func New[In, Out any](max int, do func(batch []In) []Out) *Batcher[In, Out] {
+// return one output per input, in order. do runs on one goroutine at a time. Its ctx is
+// the caller's for a batch of one; for a larger batch, one that ends at the latest of the
+// callers' deadlines (none if a caller has none), so that no caller is cut short.
+func New[In, Out any](max int, do func(ctx context.Context, batch []In) []Out) *Batcher[In, Out] {
 	return &Batcher[In, Out]{max: max, do: do}
 }
 
-// Do submits v and waits for its output. A call waiting for another's flush returns
-// ctx's error and the zero Out when ctx ends first; v may still be processed (as with any
-// request whose reply was not awaited). A call running the flush returns with it: do
-// must bound its own time.
+// Do submits v and waits for its output, at most until ctx ends. When ctx has ended
+// before v was handed to do, v never is, and Do returns ctx's error. When ctx ends while
+// v is in flight, Do returns at once with ctx's error wrapped in ErrInFlight: v may still
+// be processed.
 //
-// A call that finds no flush running runs one itself, inline, so an uncontended call
-// costs no goroutine switch; if more calls arrived meanwhile, it hands them to a new
-// goroutine and returns.
+// A call with a context that cannot end (context.Background) and that finds no flush
+// running runs one itself, inline, so an uncontended call costs no goroutine switch; if
+// more calls arrived meanwhile, it hands them to a new goroutine and returns. Any other
+// call waits for a flush goroutine, so that it can return when its context ends.
 func (b *Batcher[In, Out]) Do(ctx context.Context, v In) (Out, error) {
-	c := &call[In, Out]{in: v, done: make(chan struct{})}
+	var zero Out
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	c := &call[In, Out]{ctx: ctx, in: v, done: make(chan struct{})}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
-	if b.busy {
+	if !b.busy {
+		b.busy = true
 		b.mu.Unlock()
-		select {
-		case <-c.done:
+		if ctx.Done() == nil {
+			b.flushOnce() // nothing was pending before c, so c is in this batch
+			b.mu.Lock()
+			if len(b.pending) == 0 {
+				b.busy = false
+				b.mu.Unlock()
+			} else {
+				b.mu.Unlock()
+				go b.flush()
+			}
 			return c.out, nil
-		case <-ctx.Done():
-			var zero Out
-			return zero, ctx.Err()
 		}
-	}
-	b.busy = true
-	b.mu.Unlock()
-	b.flushOnce() // nothing was pending before c, so c is in this batch
-	b.mu.Lock()
-	if len(b.pending) == 0 {
-		b.busy = false
-		b.mu.Unlock()
+		go b.flush()
 	} else {
 		b.mu.Unlock()
-		go b.flush()
 	}
-	return c.out, nil
+	select {
+	case <-c.done:
+		return c.out, nil
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-c.done: // finished meanwhile: the answer is known after all
+		return c.out, nil
+	default:
+	}
+	if !c.taken {
+		for i, p := range b.pending {
+			if p == c {
+				b.pending = append(b.pending[:i], b.pending[i+1:]...)
+				break
+			}
+		}
+		return zero, ctx.Err()
+	}
+	return zero, fmt.Errorf("%w: %w", ErrInFlight, ctx.Err())
 }
 
 // flush sends batches until nothing is pending, then marks the Batcher idle.
@@ -75,29 +110,61 @@ func (b *Batcher[In, Out]) flush() {
 	}
 }
 
-// flushOnce sends one batch of up to max pending calls. It reports false, having marked
-// the Batcher idle, when nothing was pending.
+// flushOnce sends one batch of up to max pending calls, leaving out those whose context
+// has ended (their callers return its error: nothing of theirs was sent). It reports
+// false, having marked the Batcher idle, when nothing was pending.
 func (b *Batcher[In, Out]) flushOnce() bool {
 	b.mu.Lock()
-	n := min(len(b.pending), b.max)
-	if n == 0 {
-		b.busy = false
-		b.mu.Unlock()
-		return false
+	var batch []*call[In, Out]
+	for len(b.pending) > 0 && len(batch) < b.max {
+		c := b.pending[0]
+		b.pending = b.pending[1:]
+		if c.ctx.Err() != nil {
+			continue
+		}
+		c.taken = true
+		batch = append(batch, c)
 	}
-	batch := make([]*call[In, Out], n)
-	copy(batch, b.pending)
-	b.pending = append(b.pending[:0], b.pending[n:]...)
+	if len(batch) == 0 {
+		if len(b.pending) == 0 {
+			b.pending = nil
+			b.busy = false
+			b.mu.Unlock()
+			return false
+		}
+		b.mu.Unlock()
+		return true
+	}
 	b.mu.Unlock()
 
-	ins := make([]In, n)
+	ctx, cancel := batchContext(batch)
+	ins := make([]In, len(batch))
 	for i, c := range batch {
 		ins[i] = c.in
 	}
-	outs := b.do(ins)
+	outs := b.do(ctx, ins)
+	cancel()
 	for i, c := range batch {
 		c.out = outs[i]
 		close(c.done)
 	}
 	return true
+}
+
+// batchContext is the context do gets for batch (see New).
+func batchContext[In, Out any](batch []*call[In, Out]) (context.Context, context.CancelFunc) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
+	var latest time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
 }

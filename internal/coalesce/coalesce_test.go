@@ -10,7 +10,7 @@ import (
 
 func TestConcurrentCallsShareBatches(t *testing.T) {
 	var calls, biggest atomic.Int64
-	b := New(50, func(batch []int) []int {
+	b := New(50, func(_ context.Context, batch []int) []int {
 		calls.Add(1)
 		if n := int64(len(batch)); n > biggest.Load() {
 			biggest.Store(n)
@@ -44,7 +44,7 @@ func TestConcurrentCallsShareBatches(t *testing.T) {
 }
 
 func TestLoneCallGoesAtOnce(t *testing.T) {
-	b := New(10, func(batch []string) []string { return batch })
+	b := New(10, func(_ context.Context, batch []string) []string { return batch })
 	for range 3 {
 		if got, err := b.Do(context.Background(), "x"); err != nil || got != "x" {
 			t.Fatalf("Do() = %q, %v", got, err)
@@ -54,7 +54,7 @@ func TestLoneCallGoesAtOnce(t *testing.T) {
 
 func TestWaitingCallReturnsWhenContextEnds(t *testing.T) {
 	release := make(chan struct{})
-	b := New(10, func(batch []int) []int { <-release; return batch })
+	b := New(10, func(_ context.Context, batch []int) []int { <-release; return batch })
 	go b.Do(context.Background(), 1) // runs the flush, blocked in do
 	time.Sleep(10 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
