@@ -160,11 +160,26 @@ const maxListed = 20
 // error. The lines enqueued stay enqueued; the caller stops there, since what refused
 // these (a full Redis, a lost connection) would refuse the next ones.
 func fileBatchError(e *env, path string, res []queue.BatchResult, lines, failed, uncertain []int, enqueued int) error {
+	// One cause for all (a full Redis refuses every line alike): said once, in the
+	// summary, rather than on every line.
+	var cause error
+	for _, idx := range [][]int{failed, uncertain} {
+		for _, i := range idx {
+			if cause == nil {
+				cause = res[i].Err
+			} else if res[i].Err.Error() != cause.Error() {
+				cause = nil
+				break
+			}
+		}
+	}
 	list := func(idx []int, what string) string {
 		nums := make([]string, 0, min(len(idx), maxListed))
 		for n, i := range idx {
 			if n < maxListed {
-				fmt.Fprintf(e.stderr, "%s line %d: job %s %s: %v\n", path, lines[i], res[i].ID, what, res[i].Err)
+				if cause == nil {
+					fmt.Fprintf(e.stderr, "%s line %d: job %s %s: %s\n", path, lines[i], res[i].ID, what, describe(res[i].Err))
+				}
 				nums = append(nums, strconv.Itoa(lines[i]))
 			}
 		}
@@ -180,6 +195,9 @@ func fileBatchError(e *env, path string, res []queue.BatchResult, lines, failed,
 	if len(uncertain) > 0 {
 		msg += fmt.Sprintf("; %d may or may not be enqueued (lines %s; jobs inspect ID tells)",
 			len(uncertain), list(uncertain, "may or may not be enqueued"))
+	}
+	if cause != nil {
+		msg += ": " + describe(cause)
 	}
 	return errors.New(msg + "; stopped after line " + strconv.Itoa(lines[len(lines)-1]))
 }
