@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -183,7 +184,7 @@ func TestExactlyOncePerTickAcrossSchedulers(t *testing.T) {
 			t.Errorf("tick %d has no job", tick)
 		}
 	}
-	rdb := c.Redis()
+	rdb := broker.Of(c).Redis()
 	ready := rdb.LRange(ctx, keyPrefix(c)+":{default}:ready", 0, -1).Val()
 	if int64(len(ready)) < end-start+1 || len(ready) > int(end-start+3) {
 		t.Errorf("%d jobs for %d ticks", len(ready), end-start+1)
@@ -225,9 +226,9 @@ func TestDynamicEntriesTakeEffectQuickly(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // poll 200ms: the removal is seen well within this
-	before := c.Redis().LLen(ctx, keyPrefix(c)+":{default}:ready").Val()
+	before := broker.Of(c).Redis().LLen(ctx, keyPrefix(c)+":{default}:ready").Val()
 	time.Sleep(1500 * time.Millisecond)
-	if after := c.Redis().LLen(ctx, keyPrefix(c)+":{default}:ready").Val(); after != before {
+	if after := broker.Of(c).Redis().LLen(ctx, keyPrefix(c)+":{default}:ready").Val(); after != before {
 		t.Errorf("removed entry still fires: %d jobs, then %d", before, after)
 	}
 }
@@ -273,7 +274,7 @@ func TestExclusiveEntryJobs(t *testing.T) {
 		Exclusive: true, MaxRetry: &two, Timeout: time.Minute, Queue: "cronq"}}})
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		ids := c.Redis().LRange(ctx, keyPrefix(c)+":{cronq}:ready", 0, -1).Val()
+		ids := broker.Of(c).Redis().LRange(ctx, keyPrefix(c)+":{cronq}:ready", 0, -1).Val()
 		if len(ids) > 0 {
 			j, err := c.Get(ctx, "cronq", ids[0])
 			if err != nil || j.Exclusive != "cron:ex" || j.MaxRetry != 2 || j.Timeout != time.Minute {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -34,7 +36,7 @@ func TestStoredNeverFiringEntryIsSkipped(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	b, _ := json.Marshal(Entry{Name: "never", Spec: "0 0 30 2 *", Type: "t"})
-	c.Redis().HSet(ctx, c.CronKeys().Entries, "never", b)
+	broker.Of(c).Redis().HSet(ctx, proto.CronKeysOf(c.Config().Prefix).Entries, "never", b)
 	s, err := New(c, Config{Logger: quiet(), Entries: []Entry{{Name: "good", Spec: "@every 1s", Type: "t"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestStoredNeverFiringEntryIsSkipped(t *testing.T) {
 	if _, err := c.Get(ctx, queue.DefaultQueue, JobID("never", time.Time{})); err == nil {
 		t.Errorf("a job dated year 1 was enqueued")
 	}
-	if n := c.Redis().LLen(ctx, keyPrefix(c)+":{default}:ready").Val(); n > 4 {
+	if n := broker.Of(c).Redis().LLen(ctx, keyPrefix(c)+":{default}:ready").Val(); n > 4 {
 		t.Errorf("%d jobs in 2.3s from one @every 1s entry", n)
 	}
 	if got := cronJobs(t, c, "good", start, start+1); len(got) != 2 {
@@ -100,7 +102,7 @@ func TestRefusedEntryDoesNotDelayOthers(t *testing.T) {
 		{Name: "bad2", Spec: "@every 1s", Type: "a\x01b"},
 	} {
 		b, _ := json.Marshal(e)
-		c.Redis().HSet(ctx, c.CronKeys().Entries, e.Name, b)
+		broker.Of(c).Redis().HSet(ctx, proto.CronKeysOf(c.Config().Prefix).Entries, e.Name, b)
 	}
 	start := time.Now().Unix() + 1
 	runScheduler(t, c, Config{Entries: []Entry{{Name: "good", Spec: "@every 1s", Type: "t"}}})
@@ -210,7 +212,7 @@ func TestWallClockTicksAdvance(t *testing.T) {
 func TestFailingEnqueueDoesNotDelayOthers(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
-	c.Redis().Set(ctx, keyPrefix(c)+":{broken}:ready", "not a list", 0)
+	broker.Of(c).Redis().Set(ctx, keyPrefix(c)+":{broken}:ready", "not a list", 0)
 	start := time.Now().Unix() + 1
 	runScheduler(t, c, Config{Entries: []Entry{
 		{Name: "broken", Spec: "@every 1s", Type: "t", Queue: "broken"},

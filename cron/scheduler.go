@@ -29,10 +29,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/ident"
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for Config's zero fields.
@@ -98,7 +101,7 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 	if cfg.PollInterval < 0 || cfg.LockTTL < time.Second {
 		return nil, fmt.Errorf("cron: Config.PollInterval must be positive and LockTTL at least 1s")
 	}
-	s := &Scheduler{client: client, store: NewStore(client), locker: lock.New(client.Redis()),
+	s := &Scheduler{client: client, store: NewStore(client), locker: lock.New(broker.Of(client).Redis()),
 		cfg: cfg, log: cfg.Logger.With(slog.String("scheduler_id", cfg.ID)), static: map[string]Entry{}}
 	if reg := cfg.Registerer; reg != nil {
 		s.fired = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -295,7 +298,7 @@ func (s *Scheduler) start(ctx context.Context, p *planned, tick time.Time) {
 // fire enqueues e's job for tick unless another scheduler already did.
 func (s *Scheduler) fire(ctx context.Context, e Entry, sched schedule, tick time.Time) {
 	log := s.log.With(slog.String("entry", e.Name), slog.Time("tick", tick))
-	_, err := s.locker.TryLock(ctx, s.client.CronTickLock(e.Name, tick), s.cfg.LockTTL)
+	_, err := s.locker.TryLock(ctx, proto.CronTickLock(s.client.Config().Prefix, e.Name, tick), s.cfg.LockTTL)
 	if errors.Is(err, lock.ErrHeld) {
 		log.LogAttrs(ctx, slog.LevelDebug, "tick fired by another scheduler")
 		s.count(s.skipped, e.Name, "held")

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // ErrNotFound: no dynamic entry has that name.
@@ -21,12 +24,12 @@ var ErrNotFound = errors.New("cron: no such entry")
 type Store struct {
 	client *queue.Client // checks entries as its Enqueue would check their jobs
 	rdb    redis.UniversalClient
-	keys   queue.CronKeys
+	keys   proto.CronKeys
 }
 
 // NewStore returns the store of client's Redis and prefix.
 func NewStore(client *queue.Client) *Store {
-	return &Store{client: client, rdb: client.Redis(), keys: client.CronKeys()}
+	return &Store{client: client, rdb: broker.Of(client).Redis(), keys: proto.CronKeysOf(client.Config().Prefix)}
 }
 
 // Add validates e, and the job it enqueues as the client's Enqueue would, then adds or

@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jobs-dev/jobs/scripts"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/scripts"
 )
 
 // The operator's side: counts, repair and flow control. Every change a repair makes to a
@@ -223,7 +225,7 @@ func (c *Client) Resume(ctx context.Context, queue string) error {
 	qk := c.keys.queue(queue)
 	pipe := c.rdb.TxPipeline()
 	pipe.Del(ctx, qk.paused)
-	pipe.LPush(ctx, qk.wake, WakeReady)
+	pipe.LPush(ctx, qk.wake, proto.WakeReady)
 	pipe.LTrim(ctx, qk.wake, 0, 127)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("resume %s: %w", queue, err)

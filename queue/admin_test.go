@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestStatsCountsEveryState(t *testing.T) {
@@ -21,13 +23,13 @@ func TestStatsCountsEveryState(t *testing.T) {
 	mustEnqueue(t, c, "a", Delay(time.Hour))
 	mustEnqueue(t, c, "a", On("other"))
 	j := claimOne(t, c, "default", time.Minute, "w")
-	c.Ack(ctx, j, nil)
+	c.broker().Ack(ctx, j, nil)
 	j = claimOne(t, c, "default", time.Minute, "w")
-	c.Fail(ctx, j, "x", time.Hour)
+	c.broker().Fail(ctx, j, "x", time.Hour)
 	claimOne(t, c, "default", time.Minute, "w") // stays active
 	mustEnqueue(t, c, "a", MaxRetry(0))
 	j = claimOne(t, c, "default", time.Minute, "w")
-	c.Fail(ctx, j, "x", 0) // no retries left: dead
+	c.broker().Fail(ctx, j, "x", 0) // no retries left: dead
 	if err := c.Pause(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestDoneSetIsCapped(t *testing.T) {
 		ids = append(ids, mustEnqueue(t, c, "a"))
 	}
 	for range 5 {
-		c.Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil)
+		c.broker().Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil)
 	}
 	done, _ := c.List(ctx, "default", StateDone, 0, 10)
 	if len(done) != 3 {
@@ -75,7 +77,7 @@ func TestRetry(t *testing.T) {
 	c := setup(t, Config{})
 	dead := mustEnqueue(t, c, "a", MaxRetry(0))
 	j := claimOne(t, c, "default", time.Minute, "w")
-	c.Fail(ctx, j, "boom", 0)
+	c.broker().Fail(ctx, j, "boom", 0)
 	if err := c.Retry(ctx, "default", dead); err != nil {
 		t.Fatalf("Retry(dead) err = %v", err)
 	}
@@ -108,7 +110,7 @@ func TestRetryAllDead(t *testing.T) {
 		mustEnqueue(t, c, "a", MaxRetry(0))
 	}
 	for range 5 {
-		c.Fail(ctx, claimOne(t, c, "default", time.Minute, "w"), "x", 0)
+		c.broker().Fail(ctx, claimOne(t, c, "default", time.Minute, "w"), "x", 0)
 	}
 	n, err := c.RetryAllDead(ctx, "default")
 	if err != nil || n != 5 {
@@ -141,11 +143,11 @@ func TestCancel(t *testing.T) {
 	if err != nil || state != StateActive {
 		t.Fatalf("Cancel(active) = %s, %v; want active (cancelling)", state, err)
 	}
-	_, cancelled, _ := c.Heartbeat(ctx, "default", time.Minute, []*Job{active})
+	_, cancelled, _ := c.broker().Heartbeat(ctx, "default", time.Minute, []*Job{active})
 	if len(cancelled) != 1 {
 		t.Fatalf("Heartbeat() cancelled = %v, want [%s]", cancelled, active.ID)
 	}
-	if state, _ := c.Fail(ctx, active, "context canceled", time.Second); state != StateDead {
+	if state, _ := c.broker().Fail(ctx, active, "context canceled", time.Second); state != StateDead {
 		t.Errorf("cancelled job's failure went to %s, want dead", state)
 	}
 	if _, err := c.Cancel(ctx, "default", active.ID); !errors.Is(err, ErrState) {
@@ -160,14 +162,14 @@ func TestPauseResume(t *testing.T) {
 	c := setup(t, Config{})
 	mustEnqueue(t, c, "a")
 	c.Pause(ctx, "default")
-	if jobs, _ := c.Claim(ctx, "default", 1, time.Minute, "w"); len(jobs) != 0 {
+	if jobs, _ := c.broker().Claim(ctx, "default", 1, time.Minute, "w"); len(jobs) != 0 {
 		t.Fatal("claimed from a paused queue")
 	}
 	c.rdb.Del(ctx, c.keys.queue("default").wake)
 	if err := c.Resume(ctx, "default"); err != nil {
 		t.Fatal(err)
 	}
-	if q, token, _ := c.Wait(ctx, []string{"default"}, 100*time.Millisecond); q != "default" || token != WakeReady {
+	if q, token, _ := c.broker().Wait(ctx, []string{"default"}, 100*time.Millisecond); q != "default" || token != proto.WakeReady {
 		t.Errorf("Resume() woke nobody: %q %q", q, token)
 	}
 	claimOne(t, c, "default", time.Minute, "w")
@@ -250,12 +252,12 @@ func deadJobs(t *testing.T, c *Client, n int) {
 		t.Fatal(err)
 	}
 	for left := n; left > 0; {
-		jobs, err := c.Claim(ctx, "default", min(left, MaxBatch), time.Minute, "w")
+		jobs, err := c.broker().Claim(ctx, "default", min(left, proto.MaxBatch), time.Minute, "w")
 		if err != nil || len(jobs) == 0 {
 			t.Fatalf("Claim() = %d, %v", len(jobs), err)
 		}
 		for _, j := range jobs {
-			if st, err := c.Fail(ctx, j, "poison", 0); err != nil || st != StateDead {
+			if st, err := c.broker().Fail(ctx, j, "poison", 0); err != nil || st != StateDead {
 				t.Fatalf("Fail() = %s, %v; want dead", st, err)
 			}
 		}

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobs-dev/jobs/scripts"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/scripts"
 )
 
 // BatchJob is one job given to [Client.EnqueueBatch].
@@ -182,7 +183,6 @@ func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) []BatchRe
 			}
 		}
 	}
-	c.countEnqueued(jobs, results)
 	return results
 }
 

@@ -5,9 +5,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 )
 
-// claimMany enqueues n jobs on the default queue and claims them all, MaxBatch at a time.
+// claimMany enqueues n jobs on the default queue and claims them all, proto.MaxBatch at a time.
 func claimMany(t *testing.T, c *Client, n int, lease time.Duration) []*Job {
 	t.Helper()
 	batch := make([]BatchJob, n)
@@ -19,12 +21,12 @@ func claimMany(t *testing.T, c *Client, n int, lease time.Duration) []*Job {
 	}
 	var jobs []*Job
 	for len(jobs) < n {
-		got, err := c.Claim(ctx, "default", n-len(jobs), lease, "w")
+		got, err := c.broker().Claim(ctx, "default", n-len(jobs), lease, "w")
 		if err != nil || len(got) == 0 {
 			t.Fatalf("Claim() = %d jobs, %v after %d claimed; want more", len(got), err, len(jobs))
 		}
-		if len(got) > MaxBatch {
-			t.Fatalf("Claim() = %d jobs, want at most MaxBatch (%d)", len(got), MaxBatch)
+		if len(got) > proto.MaxBatch {
+			t.Fatalf("Claim() = %d jobs, want at most proto.MaxBatch (%d)", len(got), proto.MaxBatch)
 		}
 		jobs = append(jobs, got...)
 	}
@@ -39,7 +41,7 @@ func TestHeartbeatRenewsMoreThanMaxBatch(t *testing.T) {
 	const n = 5000
 	jobs := claimMany(t, c, n, 10*time.Second)
 	before := time.Now()
-	lost, cancelled, err := c.Heartbeat(ctx, "default", time.Hour, jobs)
+	lost, cancelled, err := c.broker().Heartbeat(ctx, "default", time.Hour, jobs)
 	if err != nil || len(lost) != 0 || len(cancelled) != 0 {
 		t.Fatalf("Heartbeat(%d jobs) = %d lost, %d cancelled, %v; want none, nil", n, len(lost), len(cancelled), err)
 	}
@@ -55,14 +57,14 @@ func TestHeartbeatRenewsMoreThanMaxBatch(t *testing.T) {
 	stale := *jobs[4321]
 	stale.Lease += "x"
 	jobs[4321] = &stale
-	lost, _, err = c.Heartbeat(ctx, "default", time.Hour, jobs)
+	lost, _, err = c.broker().Heartbeat(ctx, "default", time.Hour, jobs)
 	if err != nil || len(lost) != 1 || lost[0] != stale.Lease {
 		t.Errorf("Heartbeat(one stale of %d) lost = %v, %v; want [%s]", n, lost, err, stale.Lease)
 	}
 }
 
 // Acks of any number of jobs go through: concurrent Acks are coalesced into calls of at
-// most MaxBatch jobs, and AckClaim refuses more than MaxBatch before sending anything.
+// most proto.MaxBatch jobs, and AckClaim refuses more than proto.MaxBatch before sending anything.
 func TestAckMoreThanMaxBatch(t *testing.T) {
 	c := setup(t, Config{})
 	const n = 5000
@@ -73,15 +75,15 @@ func TestAckMoreThanMaxBatch(t *testing.T) {
 	for i := range fin {
 		fin[i] = Finished{Job: jobs[i], Result: []byte("ok")}
 	}
-	if _, _, err := c.AckClaim(ctx, "default", fin, 0, time.Minute, "w"); !errors.Is(err, ErrInvalid) {
+	if _, _, err := c.broker().ackFinished(ctx, "default", fin, 0, time.Minute, "w"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("AckClaim(%d finished) err = %v, want ErrInvalid", len(fin), err)
 	}
 	if got := c.rdb.ZCard(ctx, qk.active).Val(); got != n {
 		t.Fatalf("active has %d jobs after a refused AckClaim, want %d", got, n)
 	}
-	for start := 0; start < len(fin); start += MaxBatch {
-		chunk := fin[start:min(start+MaxBatch, len(fin))]
-		acked, _, err := c.AckClaim(ctx, "default", chunk, 0, time.Minute, "w")
+	for start := 0; start < len(fin); start += proto.MaxBatch {
+		chunk := fin[start:min(start+proto.MaxBatch, len(fin))]
+		acked, _, err := c.broker().ackFinished(ctx, "default", chunk, 0, time.Minute, "w")
 		if err != nil || len(acked) != len(chunk) {
 			t.Fatalf("AckClaim(%d finished) = %d acks, %v", len(chunk), len(acked), err)
 		}
@@ -95,7 +97,7 @@ func TestAckMoreThanMaxBatch(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, n-len(fin))
 	for i, j := range jobs[len(fin):] {
-		wg.Go(func() { errs[i] = c.Ack(ctx, j, []byte("ok")) })
+		wg.Go(func() { errs[i] = c.broker().Ack(ctx, j, []byte("ok")) })
 	}
 	wg.Wait()
 	for i, err := range errs {

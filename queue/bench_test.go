@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
 )
 
 // Benchmarks of the hot path against the real test Redis (go test -bench . ./queue).
@@ -103,13 +104,13 @@ func BenchmarkClaimAck100(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		jobs, err := c.Claim(ctx, "default", 100, time.Minute, "w")
+		jobs, err := c.broker().Claim(ctx, "default", 100, time.Minute, "w")
 		if err != nil || len(jobs) != 100 {
 			b.Fatalf("Claim() = %d, %v", len(jobs), err)
 		}
 		done := make(chan error, len(jobs))
 		for _, j := range jobs {
-			go func() { done <- c.Ack(ctx, j, nil) }()
+			go func() { done <- c.broker().Ack(ctx, j, nil) }()
 		}
 		for range jobs {
 			if err := <-done; err != nil {
@@ -128,21 +129,21 @@ func BenchmarkAckClaim(b *testing.B) {
 	separate := func(c *Client, held []*Job, n int) ([]*Job, error) {
 		errs := make(chan error, len(held))
 		for _, j := range held {
-			go func() { errs <- c.Ack(ctx, j, nil) }()
+			go func() { errs <- c.broker().Ack(ctx, j, nil) }()
 		}
 		for range held {
 			if err := <-errs; err != nil {
 				return nil, err
 			}
 		}
-		return c.Claim(ctx, "default", n, time.Minute, "w")
+		return c.broker().Claim(ctx, "default", n, time.Minute, "w")
 	}
 	combined := func(c *Client, held []*Job, n int) ([]*Job, error) {
 		done := make([]Finished, len(held))
 		for i, j := range held {
 			done[i] = Finished{Job: j}
 		}
-		acked, jobs, err := c.AckClaim(ctx, "default", done, n, time.Minute, "w")
+		acked, jobs, err := c.broker().ackFinished(ctx, "default", done, n, time.Minute, "w")
 		for _, e := range acked {
 			err = cmp.Or(err, e)
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 )
 
 // cancelActive enqueues a job on queue q (unique, so the test can see its key released),
@@ -72,7 +74,7 @@ func failedToday(t *testing.T, c *Client, q string) (processed, failed int64) {
 func TestAckOfCancelledJobEndsDead(t *testing.T) {
 	c := setup(t, Config{})
 	j := cancelActive(t, c, "default")
-	if err := c.Ack(ctx, j, []byte("ok")); !errors.Is(err, ErrCancelled) {
+	if err := c.broker().Ack(ctx, j, []byte("ok")); !errors.Is(err, ErrCancelled) {
 		t.Fatalf("Ack(cancelled) err = %v, want ErrCancelled", err)
 	}
 	wantCancelledDead(t, c, j, 1)
@@ -83,13 +85,13 @@ func TestAckOfCancelledJobEndsDead(t *testing.T) {
 		t.Errorf("processed, failed today = %d, %d; want 1, 1", p, f)
 	}
 	// A resent ack gets the same answer and changes nothing.
-	if err := c.Ack(ctx, j, []byte("ok")); !errors.Is(err, ErrCancelled) {
+	if err := c.broker().Ack(ctx, j, []byte("ok")); !errors.Is(err, ErrCancelled) {
 		t.Errorf("resent Ack(cancelled) err = %v, want ErrCancelled", err)
 	}
 	if p, f := failedToday(t, c, "default"); p != 1 || f != 1 {
 		t.Errorf("after a resent ack: processed, failed today = %d, %d; want 1, 1", p, f)
 	}
-	if state, err := c.Fail(ctx, j, "x", 0); !errors.Is(err, ErrLeaseLost) {
+	if state, err := c.broker().Fail(ctx, j, "x", 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Fail() after the cancelled ack = %s, %v; want ErrLeaseLost", state, err)
 	}
 }
@@ -100,7 +102,7 @@ func TestAckClaimOfCancelledJobEndsDead(t *testing.T) {
 	mustEnqueue(t, c, "b")
 	other := claimOne(t, c, "default", time.Minute, "w")
 	fin := []Finished{{Job: j, Result: []byte("ok")}, {Job: other, Result: []byte("ok")}}
-	acked, _, err := c.AckClaim(ctx, "default", fin, 0, time.Minute, "w")
+	acked, _, err := c.broker().ackFinished(ctx, "default", fin, 0, time.Minute, "w")
 	if err != nil || len(acked) != 2 || !errors.Is(acked[0], ErrCancelled) || acked[1] != nil {
 		t.Fatalf("AckClaim() = %v, %v; want [ErrCancelled, nil]", acked, err)
 	}
@@ -110,7 +112,7 @@ func TestAckClaimOfCancelledJobEndsDead(t *testing.T) {
 	if got, _ := c.Get(ctx, "default", other.ID); got.State != StateDone {
 		t.Errorf("job acked beside it = %s, want done", got.State)
 	}
-	acked, _, err = c.AckClaim(ctx, "default", fin, 0, time.Minute, "w")
+	acked, _, err = c.broker().ackFinished(ctx, "default", fin, 0, time.Minute, "w")
 	if err != nil || len(acked) != 2 || !errors.Is(acked[0], ErrCancelled) || acked[1] != nil {
 		t.Errorf("resent AckClaim() = %v, %v; want [ErrCancelled, nil] again", acked, err)
 	}
@@ -125,17 +127,17 @@ func TestHandBackOfCancelledJobEndsDead(t *testing.T) {
 			c := setup(t, Config{})
 			j := cancelActive(t, c, "default")
 			c.rdb.Del(ctx, c.keys.queue("default").wake)
-			if err := c.HandBack(ctx, j, after); !errors.Is(err, ErrCancelled) {
+			if err := c.broker().HandBack(ctx, j, after); !errors.Is(err, ErrCancelled) {
 				t.Fatalf("HandBack(cancelled, %s) err = %v, want ErrCancelled", after, err)
 			}
 			wantCancelledDead(t, c, j, 0) // handed back: the attempt does not count
-			if err := c.HandBack(ctx, j, after); !errors.Is(err, ErrCancelled) {
+			if err := c.broker().HandBack(ctx, j, after); !errors.Is(err, ErrCancelled) {
 				t.Errorf("resent HandBack(cancelled) err = %v, want ErrCancelled", err)
 			}
 			if p, f := failedToday(t, c, "default"); p != 0 || f != 0 {
 				t.Errorf("processed, failed today = %d, %d; want 0, 0 (the job did not run to the end)", p, f)
 			}
-			if err := c.Ack(ctx, j, nil); !errors.Is(err, ErrCancelled) {
+			if err := c.broker().Ack(ctx, j, nil); !errors.Is(err, ErrCancelled) {
 				t.Errorf("Ack() after the cancelled hand back err = %v, want ErrCancelled (same lease, same end)", err)
 			}
 		})
@@ -145,7 +147,7 @@ func TestHandBackOfCancelledJobEndsDead(t *testing.T) {
 func TestFailAndReapOfCancelledJobEndDead(t *testing.T) {
 	c := setup(t, Config{})
 	j := cancelActive(t, c, "default")
-	if state, err := c.Fail(ctx, j, "context canceled", time.Second); err != nil || state != StateDead {
+	if state, err := c.broker().Fail(ctx, j, "context canceled", time.Second); err != nil || state != StateDead {
 		t.Fatalf("Fail(cancelled) = %s, %v; want dead", state, err)
 	}
 	// Reap: a cancelled job whose worker died goes to dead however many attempts it has.
@@ -155,7 +157,7 @@ func TestFailAndReapOfCancelledJobEndDead(t *testing.T) {
 		t.Fatalf("Cancel(active) = %s, %v", state, err)
 	}
 	eventually(t, 2*time.Second, "cancelled job reaped", func() bool {
-		n, _ := c.Reap(ctx, "reaped")
+		n, _ := c.broker().Reap(ctx, "reaped")
 		return n == 1
 	})
 	got, err := c.Get(ctx, "reaped", r.ID)
@@ -187,12 +189,12 @@ func subscribers(t *testing.T, c *Client) int64 {
 
 // watch starts WatchCancels and waits until it is subscribed. The returned function
 // stops it and checks that it returned nil.
-func watch(t *testing.T, c *Client) (<-chan CancelNotice, func()) {
+func watch(t *testing.T, c *Client) (<-chan proto.CancelNotice, func()) {
 	t.Helper()
 	wctx, cancel := context.WithCancel(ctx)
-	notices := make(chan CancelNotice, 16)
+	notices := make(chan proto.CancelNotice, 16)
 	done := make(chan error, 1)
-	go func() { done <- c.WatchCancels(wctx, func(n CancelNotice) { notices <- n }) }()
+	go func() { done <- c.broker().WatchCancels(wctx, func(n proto.CancelNotice) { notices <- n }) }()
 	eventually(t, 5*time.Second, "WatchCancels subscribed", func() bool { return subscribers(t, c) == 1 })
 	return notices, func() {
 		t.Helper()
@@ -242,7 +244,7 @@ func TestWatchCancelsHearsCancelOfActiveJob(t *testing.T) {
 	q := queueAwayFromCancelChannel(t, c)
 	mustEnqueue(t, c, "a", On(q))
 	mustEnqueue(t, c, "a", On(q))
-	jobs, err := c.Claim(ctx, q, 2, time.Minute, "w")
+	jobs, err := c.broker().Claim(ctx, q, 2, time.Minute, "w")
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("Claim(2) = %d jobs, %v", len(jobs), err)
 	}
@@ -260,7 +262,7 @@ func TestWatchCancelsHearsCancelOfActiveJob(t *testing.T) {
 	for _, j := range jobs {
 		select {
 		case n := <-notices:
-			if want := (CancelNotice{Queue: q, ID: j.ID}); n != want {
+			if want := (proto.CancelNotice{Queue: q, ID: j.ID}); n != want {
 				t.Errorf("notice = %+v, want %+v (one per active job, in order)", n, want)
 			}
 		case <-time.After(time.Second - time.Since(sent)):
@@ -277,14 +279,14 @@ func TestWatchCancelsHearsCancelOfActiveJob(t *testing.T) {
 func TestParseCancelNotice(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want CancelNotice
+		want proto.CancelNotice
 		ok   bool
 	}{
-		{"default 01J9Z3K4M5N6P7Q8R9S0T1V2W3", CancelNotice{"default", "01J9Z3K4M5N6P7Q8R9S0T1V2W3"}, true},
-		{"a.b-c_d order:42", CancelNotice{"a.b-c_d", "order:42"}, true},
-		{"default", CancelNotice{}, false},
-		{" id", CancelNotice{}, false},
-		{"q ", CancelNotice{}, false},
+		{"default 01J9Z3K4M5N6P7Q8R9S0T1V2W3", proto.CancelNotice{Queue: "default", ID: "01J9Z3K4M5N6P7Q8R9S0T1V2W3"}, true},
+		{"a.b-c_d order:42", proto.CancelNotice{Queue: "a.b-c_d", ID: "order:42"}, true},
+		{"default", proto.CancelNotice{}, false},
+		{" id", proto.CancelNotice{}, false},
+		{"q ", proto.CancelNotice{}, false},
 	} {
 		got, ok := parseCancelNotice(tc.in)
 		if got != tc.want || ok != tc.ok {

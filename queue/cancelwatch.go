@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
-)
 
-// CancelNotice says that an operator cancelled an active job ([Client.Cancel], `jobs
-// cancel`): the worker running it should stop its handler.
-type CancelNotice struct {
-	Queue, ID string
-}
+	"github.com/jobs-dev/jobs/internal/proto"
+)
 
 // WatchCancels calls fn for each cancel of an active job, as [Client.Cancel] announces
 // it, until ctx is done; it returns nil then. It returns an error only when it cannot
@@ -28,7 +24,7 @@ type CancelNotice struct {
 // WatchCancels holds one Redis connection of its own (outside the client's pool) while it
 // runs. It works with a single node, Sentinel, and a Redis Cluster, where a PUBLISH
 // reaches the subscribers on every node.
-func (c *Client) WatchCancels(ctx context.Context, fn func(CancelNotice)) error {
+func (c broker) WatchCancels(ctx context.Context, fn func(proto.CancelNotice)) error {
 	ps := c.rdb.Subscribe(ctx, c.keys.cancelChannel())
 	defer ps.Close()
 	// go-redis cannot interrupt a blocked read by ctx: closing the subscription does.
@@ -59,10 +55,10 @@ func (c *Client) WatchCancels(ctx context.Context, fn func(CancelNotice)) error 
 
 // parseCancelNotice decodes cancel.lua's message "<queue> <id>": a queue name has no
 // space (ValidateQueue), so the first space ends it.
-func parseCancelNotice(payload string) (CancelNotice, bool) {
+func parseCancelNotice(payload string) (proto.CancelNotice, bool) {
 	q, id, ok := strings.Cut(payload, " ")
 	if !ok || q == "" || id == "" {
-		return CancelNotice{}, false
+		return proto.CancelNotice{}, false
 	}
-	return CancelNotice{Queue: q, ID: id}, true
+	return proto.CancelNotice{Queue: q, ID: id}, true
 }

@@ -14,10 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/internal/coalesce"
 	"github.com/jobs-dev/jobs/scripts"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 )
 
 // Defaults for Config's zero fields.
@@ -50,8 +50,6 @@ type Config struct {
 	// DoneMax caps how many done jobs a queue keeps within DoneRetention; the oldest are
 	// deleted past it, so retention cannot grow with throughput. Default: 10000.
 	DoneMax int
-	// Registerer receives jobs_enqueued_total{queue,type}. Default: nil, no metrics.
-	Registerer prometheus.Registerer
 }
 
 func (c Config) withDefaults() Config {
@@ -95,8 +93,6 @@ type Client struct {
 	tokens atomic.Uint64
 	ids    idGen // generated job IDs, monotonic per Client
 
-	enqueued *prometheus.CounterVec // nil without Config.Registerer
-
 	// Concurrent single Enqueue and Ack calls are coalesced into one script call per
 	// queue (see internal/coalesce): a web server's many small enqueues, or a worker's
 	// many finishing jobs, share round trips without any added delay.
@@ -123,14 +119,6 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		c.clusterWait = &clusterWaiter{c: c, inflight: map[string]bool{}}
 	}
-	if cfg.Registerer != nil {
-		c.enqueued = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobs_enqueued_total", Help: "Jobs enqueued by this client (duplicates not counted), by queue and type.",
-		}, []string{"queue", "type"})
-		if err := cfg.Registerer.Register(c.enqueued); err != nil {
-			return nil, fmt.Errorf("queue: register metrics: %w", err)
-		}
-	}
 	return c, nil
 }
 
@@ -144,9 +132,6 @@ func (c *Client) queueKeys(q string) queueKeys {
 	c.qkeys.Store(q, qk)
 	return qk
 }
-
-// Redis returns the client's Redis connection.
-func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Config returns the client's configuration with defaults applied.
 func (c *Client) Config() Config { return c.cfg }
@@ -278,18 +263,6 @@ func (c *Client) check(job BatchJob) (options, error) {
 	return o, nil
 }
 
-// countEnqueued adds the batch's new jobs to jobs_enqueued_total.
-func (c *Client) countEnqueued(jobs []prepared, results []BatchResult) {
-	if c.enqueued == nil {
-		return
-	}
-	for i, r := range results {
-		if r.Err == nil && r.ID != "" {
-			c.enqueued.WithLabelValues(jobs[i].o.queue, jobs[i].typ).Inc()
-		}
-	}
-}
-
 // register returns the queue names not yet added to the queues set by this Client; they
 // are added in the same pipeline as the enqueue (once per queue per Client, not per job).
 func (c *Client) register(queues []string) []string {
@@ -386,7 +359,3 @@ func (c *Client) run(ctx context.Context, s *redis.Script, keys []string, args .
 }
 
 var errBadReply = errors.New("queue: unexpected script reply")
-
-// ExclusiveLock returns the name of the lock an exclusive job with the given key runs
-// under (see [Exclusive]).
-func (c *Client) ExclusiveLock(key string) string { return c.keys.exclusiveLock(key) }

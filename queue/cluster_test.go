@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/internal/redistest"
 )
 
 // queuesOnDistinctNodes returns n queue names whose keys live on n different masters.
@@ -45,7 +47,7 @@ func TestClusterWaitAcrossNodes(t *testing.T) {
 	for _, target := range qs {
 		done := make(chan [2]string, 1)
 		go func() {
-			q, token, err := c.Wait(ctx, qs, time.Second)
+			q, token, err := c.broker().Wait(ctx, qs, time.Second)
 			if err != nil {
 				t.Error(err)
 			}
@@ -56,7 +58,7 @@ func TestClusterWaitAcrossNodes(t *testing.T) {
 		sent := time.Now()
 		select {
 		case got := <-done:
-			if got != [2]string{target, WakeReady} {
+			if got != [2]string{target, proto.WakeReady} {
 				t.Errorf("Wait(%v) = %v after an enqueue on %s", qs, got, target)
 			}
 			if d := time.Since(sent); d > 300*time.Millisecond {
@@ -67,7 +69,7 @@ func TestClusterWaitAcrossNodes(t *testing.T) {
 		}
 	}
 
-	// The BLPOPs on the other queues still run for up to MaxWait: a token they pop now
+	// The BLPOPs on the other queues still run for up to proto.MaxWait: a token they pop now
 	// must be handed back, not swallowed.
 	mustEnqueue(t, c, "a", On(qs[1]))
 	deadline := time.Now().Add(3 * time.Second)
@@ -77,14 +79,14 @@ func TestClusterWaitAcrossNodes(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	q, token, err := c.Wait(ctx, qs, time.Second)
-	if err != nil || q != qs[1] || token != WakeReady {
-		t.Fatalf("Wait after handback = %q, %q, %v; want %q, %q", q, token, err, qs[1], WakeReady)
+	q, token, err := c.broker().Wait(ctx, qs, time.Second)
+	if err != nil || q != qs[1] || token != proto.WakeReady {
+		t.Fatalf("Wait after handback = %q, %q, %v; want %q, %q", q, token, err, qs[1], proto.WakeReady)
 	}
 
 	// A Wait with nothing to wake it times out on time.
 	start := time.Now()
-	if q, token, err := c.Wait(ctx, qs, 200*time.Millisecond); q != "" || token != "" || err != nil {
+	if q, token, err := c.broker().Wait(ctx, qs, 200*time.Millisecond); q != "" || token != "" || err != nil {
 		t.Fatalf("Wait(empty) = %q, %q, %v; want a timeout", q, token, err)
 	}
 	if d := time.Since(start); d < 190*time.Millisecond || d > 700*time.Millisecond {

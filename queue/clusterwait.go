@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 )
 
 // clusterWaiter makes Wait work on a Redis Cluster when the queues live in different
@@ -18,7 +20,7 @@ import (
 //
 // The BLPOPs outlive the Wait calls that started them: go-redis cannot cancel a blocking
 // command (redis/go-redis#2556), so a Wait that returns early leaves its other BLPOPs
-// running for up to blockFor(MaxWait) (1s). Those are reused by the next Wait instead of
+// running for up to blockFor(proto.MaxWait) (1s). Those are reused by the next Wait instead of
 // piling up connections, and a token one of them pops when no Wait wants it is pushed
 // back at once for another worker, as the worker's passOn does.
 type clusterWaiter struct {
@@ -81,7 +83,7 @@ func (w *clusterWaiter) startLocked(q string) {
 // still waits on q.
 func (w *clusterWaiter) pop(q string) {
 	ctx := context.Background() // see the type's comment: nothing could cancel it anyway
-	res, err := w.c.rdb.BLPop(ctx, blockFor(MaxWait), w.c.keys.queue(q).wake).Result()
+	res, err := w.c.rdb.BLPop(ctx, blockFor(proto.MaxWait), w.c.keys.queue(q).wake).Result()
 	o := wakeOutcome{queue: q}
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -118,9 +120,9 @@ func (w *clusterWaiter) pop(q string) {
 
 	if to == nil && o.token != "" {
 		// Nobody here waits on q any more: give the token to another worker. An error
-		// only delays that worker until its next MaxWait re-check.
+		// only delays that worker until its next proto.MaxWait re-check.
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_ = w.c.Wake(pctx, q, o.token)
+		_ = w.c.broker().Wake(pctx, q, o.token)
 		cancel()
 	}
 }

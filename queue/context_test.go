@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
 )
 
 // proxied returns a Client whose Redis connection goes through a proxy the test can stall.
@@ -46,7 +47,7 @@ func TestEnqueueWithDoneContextWritesNothing(t *testing.T) {
 	}
 	id := mustEnqueue(t, c, "a")
 	j := claimOne(t, c, "default", time.Minute, "w")
-	if err := c.Ack(cctx, j, nil); !errors.Is(err, context.Canceled) || errors.Is(err, ErrUncertain) {
+	if err := c.broker().Ack(cctx, j, nil); !errors.Is(err, context.Canceled) || errors.Is(err, ErrUncertain) {
 		t.Errorf("Ack(cancelled ctx) = %v; want context.Canceled", err)
 	}
 	if got, _ := c.Get(ctx, "default", id); got.State != StateActive {
@@ -120,13 +121,13 @@ func TestAckHonoursDeadline(t *testing.T) {
 	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := c.Ack(dctx, j, nil)
+	err := c.broker().Ack(dctx, j, nil)
 	if took := time.Since(start); took > time.Second || !errors.Is(err, ErrUncertain) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Ack() on a stalled Redis = %v after %v; want ErrUncertain and the deadline within ~200ms", err, took)
 	}
 	p.Resume()
 	// Repeating an uncertain ack is safe.
-	if err := c.Ack(ctx, j, nil); err != nil {
+	if err := c.broker().Ack(ctx, j, nil); err != nil {
 		t.Errorf("Ack() again = %v, want nil", err)
 	}
 	if got, _ := c.Get(ctx, "default", id); got.State != StateDone {

@@ -1,35 +1,65 @@
-// Package queue is the producer side of jobs and the owner of its Redis data: key names,
-// the job hash, and every state transition, each one Lua script run atomically by Redis.
+// Package queue enqueues jobs on Redis and lets an application look at them and steer
+// them. Package worker runs them; package cron enqueues them on a schedule.
 //
-// A job's life:
+// # Enqueueing
 //
-//	enqueue ──► scheduled (ZSET, score=run_at) ──promote──►┐
-//	   │                                                    ▼
-//	   └────────────────────────────────────────────► ready (LIST) ──claim──► active (ZSET, score=lease deadline)
-//	                                                    ▲   ▲                   │ ack ──────────────► done (hash kept DoneRetention)
-//	                                                    │   └──── handback ─────┤ fail, attempts left ► retry (ZSET, score=run_at)
-//	                                                    └──────promote──────────┤ fail, none left ───► dead (ZSET, score=died_at)
-//	                                                                            └ reap (lease expired) ► retry (due now) or dead
+// Create one [Client] per process over a go-redis client (a single node, Sentinel or a
+// Redis Cluster) and share it:
 //
-// A job an operator cancels while it is active ([Client.Cancel]) ends dead on every path
-// out of active: ack, fail, handback and reap all send it to dead.
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	client, err := queue.NewClient(rdb, queue.Config{})
+//	id, err := client.Enqueue(ctx, "email:welcome", []byte(`{"user":42}`))
+//
+// A job is a type (what runs it), a payload (bytes, up to [Config].MaxPayload) and
+// options: [On] a queue (default "default"), [Delay] or [At] a time, [MaxRetry] attempts
+// after the first, a [Timeout] per attempt, an [ID] of the caller's choosing, [Unique] to
+// refuse a second job with the same key (by default its type and payload; see
+// [UniqueKey]) on its queue until the first finishes or a TTL passes, and [Exclusive] to never run two jobs with the same key at once. Without
+// options a job is due now, retried up to [DefaultMaxRetry] times with exponential
+// backoff, and each attempt gets [DefaultTimeout].
+//
+// [Client.EnqueueBatch] writes many jobs in one round trip per queue and reports every
+// job's outcome. Concurrent Enqueue calls share round trips too, without added delay.
+//
+// # Errors
+//
+// Enqueue returns when its context ends, whatever the Redis client's timeouts. A context
+// that ended before the job was sent writes nothing. A job that was sent but got no reply
+// gives an error wrapping [ErrUncertain] along with the job's ID: [Client.Get] tells
+// whether it was written, and enqueueing it again with [ID] is safe. A duplicate
+// ([ID] taken, [Unique] key held) gives [ErrDuplicate] and the existing job's ID; a bad
+// argument gives [ErrInvalid] naming it, before anything is sent. A Redis that refuses
+// writes (over its maxmemory) refuses the job whole: nothing is half-written.
+//
+// # A job's life
+//
+//	enqueue ──► scheduled ──(due)──► ready ──claim──► active ──ack──► done
+//	   └──────────────────────────────┘  ▲                │
+//	                                     │                ├─ fail, attempts left ──► retry ──(due)──► ready
+//	                                     │                ├─ fail, none left ──────► dead
+//	                                     └────────────────┴─ handed back, or lease expired (to the head of ready)
+//
+// A worker claims a job under a lease that it renews while the handler runs. A worker
+// that dies stops renewing, and another worker puts its jobs back at the head of ready
+// (next to run; the attempt counts, and a job with none left goes to dead) within about
+// a lease. Each transition is one Lua script, run atomically by Redis on the keys of one
+// queue (one Redis Cluster slot), and every time in it (due times, lease deadlines) is
+// Redis's clock, not the workers'.
 //
 // Guarantees:
 //
-//   - At-least-once delivery. A job leaves active only through ack (or AckClaim, which
-//     acks a batch and claims the next in one script), fail, handback or reap; a worker that dies mid-job stops renewing its lease and any live worker's Reap
-//     returns the job to retry. Handlers should be idempotent; Job.ID and Job.Attempt help.
-//   - Lease fencing. A claim gives the job a fresh lease token. Heartbeat, Ack, Fail and
-//     HandBack change nothing without the current token (ErrLeaseLost), so a worker whose
-//     lease expired cannot overwrite the run that replaced it. Ack, Fail and HandBack leave
-//     the token marked ended, so the same call resent after a lost reply gets its first
-//     outcome again instead of ErrLeaseLost.
-//   - One clock. Scripts read Redis's TIME: due times and lease deadlines do not depend on
-//     the workers' clocks. Only At(t) takes a client's time, as given.
-//   - Cluster safe. All keys of a queue share the hash tag {queue}; every script touches
-//     keys of one queue only.
+//   - At-least-once: a job enqueued without error runs until it succeeds or dies, even
+//     if workers are killed mid-run; it may run more than once, so make handlers
+//     idempotent (Job.ID and Job.Attempt help).
+//   - Fenced leases: a worker whose lease ran out cannot ack, fail or renew the job that
+//     another worker now runs.
+//   - Each queue is FIFO: jobs are claimed in the order they became ready.
 //
-// The lease is not the timeout: the lease (seconds) bounds how long a dead worker's job
-// stays invisible, while the timeout (minutes) bounds a live handler. Heartbeats renew the
-// lease for as long as the handler runs within its timeout.
+// # Looking and steering
+//
+// [Client.Stats] and [Client.Depths] count jobs per state; [Client.Get], [Client.Find] and
+// [Client.List] read them; [Client.Retry], [Client.RetryAllDead], [Client.Cancel],
+// [Client.Purge], [Client.Pause] and [Client.Resume] act on them. The `jobs` command
+// does the same from a shell. The data is plain Redis that redis-cli can read: KEYS.md
+// in the repository documents every key.
 package queue

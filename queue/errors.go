@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -16,14 +17,14 @@ var (
 	ErrDuplicate = errors.New("queue: duplicate job")
 	// ErrNotFound: no job with that ID (it never existed, or its retention ran out).
 	ErrNotFound = errors.New("queue: job not found")
-	// ErrLeaseLost: the caller's lease on a job is gone (it expired and the job was reaped
-	// or claimed again). Nothing was changed.
+	// ErrLeaseLost: a worker's lease on a job is gone (it expired and the job was put
+	// back or claimed again), so what the worker reported was refused. Nothing was changed.
 	ErrLeaseLost = errors.New("queue: lease lost")
 	// ErrPayloadTooLarge: the payload is over Config.MaxPayload; the message gives both sizes.
 	ErrPayloadTooLarge = errors.New("queue: payload too large")
 	// ErrCancelled: the job was cancelled by an operator ([Client.Cancel], `jobs cancel`);
-	// it is now dead. Ack, AckClaim, HandBack and Postpone return it for a cancelled job:
-	// a cancel is final, whatever its handler did.
+	// it is now dead. A worker reporting on a cancelled job gets it, whatever the handler
+	// did: a cancel is final.
 	ErrCancelled = errors.New("queue: job cancelled")
 	// ErrInvalid: an argument is malformed (queue name, job type, ID, option); the message
 	// names it.
@@ -57,8 +58,7 @@ func settled(code int64) error {
 // context.DeadlineExceeded): nothing was written.
 //
 // To settle it: [Client.Get] with the job's ID (Enqueue returns the ID with this error),
-// or enqueue it again with [ID]: ErrDuplicate then means the first call wrote it. An
-// uncertain Ack is safe to repeat: a second ack under the same lease returns nil.
+// or enqueue it again with [ID]: ErrDuplicate then means the first call wrote it.
 var ErrUncertain = errors.New("queue: outcome unknown (sent, no reply)")
 
 // outcome wraps err, the error of a script call of op, as its caller should see it: a
@@ -70,7 +70,13 @@ func outcome(ctx context.Context, op string, err error) error {
 	if notSent(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
+		// go-redis sets the connection's read deadline to ctx's: its i/o timeout can come
+		// a moment before ctx's own timer marks ctx done.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%s: %w: %w (%w)", op, ErrUncertain, cerr, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUncertain, err)

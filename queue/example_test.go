@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/redis/go-redis/v9"
 )
 
 // exampleRedis is the test server; in an application this is your Redis.

@@ -116,14 +116,14 @@ func TestJobsDueTogetherRunInEnqueueOrder(t *testing.T) {
 	}
 	moved := 0
 	eventually(t, 3*time.Second, "all 200 promoted", func() bool {
-		n, _, err := c.Promote(ctx, "default")
+		n, _, err := c.broker().Promote(ctx, "default")
 		if err != nil {
 			t.Fatal(err)
 		}
 		moved += n
 		return moved == len(want)
 	})
-	jobs, err := c.Claim(ctx, "default", len(want), time.Minute, "w")
+	jobs, err := c.broker().Claim(ctx, "default", len(want), time.Minute, "w")
 	if err != nil || len(jobs) != len(want) {
 		t.Fatalf("Claim(%d) = %d jobs, %v", len(want), len(jobs), err)
 	}

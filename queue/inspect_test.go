@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 )
 
 func TestListByState(t *testing.T) {
@@ -25,9 +27,9 @@ func TestListByState(t *testing.T) {
 	if got, _ := c.List(ctx, "default", StateActive, 0, 10); len(got) != 1 || got[0].ID != j.ID || got[0].Lease != "" {
 		t.Errorf("List(active) = %v", jobIDs(got))
 	}
-	c.Ack(ctx, j, nil)
+	c.broker().Ack(ctx, j, nil)
 	j = claimOne(t, c, "default", time.Minute, "w")
-	c.Fail(ctx, j, "x", NoRetry)
+	c.broker().Fail(ctx, j, "x", proto.NoRetry)
 	if got, _ := c.List(ctx, "default", StateDone, 0, 10); len(got) != 1 || got[0].ID != ready[0] {
 		t.Errorf("List(done) = %v, want [%s]", jobIDs(got), ready[0])
 	}

@@ -34,19 +34,20 @@ type Job struct {
 	Timeout    time.Duration
 	CreatedAt  time.Time
 	RunAt      time.Time // when it was (or is) due; zero if never delayed
-	StartedAt  time.Time // start of the latest attempt: to the microsecond from Claim and AckClaim, ms from the hash
+	StartedAt  time.Time // start of the latest attempt: to the microsecond for a worker's copy, to the ms when read back
 	FinishedAt time.Time // end of the latest attempt
 	Worker     string    // worker of the latest attempt
 	LastError  string
 	Result     []byte
 	// Exclusive is the lock key of an exclusive job (see [Exclusive]); empty otherwise.
 	Exclusive string
-	// Postponed counts the times a worker gave the job back unrun with a delay
-	// ([Client.Postpone]); those runs are not counted in Attempt.
+	// Postponed counts the times a worker gave the job back unrun with a delay (an
+	// exclusive job whose lock was held, a type it has no handler for); those runs are
+	// not counted in Attempt.
 	Postponed int
 
-	// Lease is the fencing token of the current claim, set on jobs returned by
-	// [Client.Claim]. Heartbeat, Ack, Fail and HandBack must present it.
+	// Lease is the fencing token of the worker's claim, set on the copy a handler gets:
+	// the worker presents it with every report on the job. Empty when read back.
 	Lease string
 }
 

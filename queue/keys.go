@@ -1,10 +1,5 @@
 package queue
 
-import (
-	"strconv"
-	"time"
-)
-
 // keys builds every Redis key name in the project: KEYS.md documents each one. All keys of
 // one queue share the hash tag {queue}, so each script touches one Redis Cluster slot.
 type keys struct {
@@ -52,10 +47,6 @@ func (q queueKeys) unique(key string) string {
 	return q.jobPrefix[:len(q.jobPrefix)-len("job:")] + "unique:" + key
 }
 
-// exclusiveLock names the lock an exclusive job runs under. It is not in any queue's slot:
-// exclusive keys are shared across queues, and only redsync touches the lock (one key).
-func (k keys) exclusiveLock(key string) string { return k.prefix + ":lock:exclusive:" + key }
-
 // cancelChannel is the pub/sub channel on which cancel.lua announces each cancel of an
 // active job (see WatchCancels). A channel is not a key: it has no slot, and a PUBLISH on
 // a Redis Cluster reaches the subscribers on every node.
@@ -69,23 +60,4 @@ func (k keys) queueOfWake(key string) string {
 		return ""
 	}
 	return key[start:end]
-}
-
-// CronKeys are the keys of the cron scheduler (package cron). They share the hash tag
-// {cron}, so a change to the entries and the version bump go in one MULTI on a cluster.
-type CronKeys struct {
-	Entries string // HASH: entry name -> entry JSON, the dynamic entries
-	State   string // HASH: entry name -> JSON {last_tick, last_job, next_tick}
-	Version string // STRING: counter bumped on every change of Entries
-}
-
-// CronKeys returns the cron scheduler's keys under the client's prefix.
-func (c *Client) CronKeys() CronKeys {
-	p := c.keys.prefix + ":{cron}:"
-	return CronKeys{Entries: p + "entries", State: p + "state", Version: p + "version"}
-}
-
-// CronTickLock names the lock the schedulers race for to fire entry name's tick.
-func (c *Client) CronTickLock(name string, tick time.Time) string {
-	return c.keys.prefix + ":cron:lock:" + name + ":" + strconv.FormatInt(tick.Unix(), 10)
 }

@@ -8,24 +8,21 @@ import (
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/coalesce"
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/scripts"
 )
 
-// The lifecycle transitions, one method per script, in the order a job meets them
-// (Enqueue is in client.go). Workers call these; applications rarely need to.
-
-// PromoteLimit is the most jobs one Promote call moves from each of the scheduled and
-// retry sets: a large backlog that comes due at once is moved over several calls rather
-// than in one long script that would stall Redis.
-const PromoteLimit = 1000
+// The lifecycle transitions of a claimed job, one method per script, in the order a job
+// meets them (Enqueue is in client.go). They are the worker's side of the protocol, on
+// broker: see broker.go.
 
 // Promote moves the queue's due scheduled and retry jobs to ready. It returns how many it
 // moved and how long until the next one is due: 0 when more are due already, negative
 // when nothing is waiting.
-func (c *Client) Promote(ctx context.Context, queue string) (moved int, next time.Duration, err error) {
+func (c broker) Promote(ctx context.Context, queue string) (moved int, next time.Duration, err error) {
 	qk := c.keys.queue(queue)
 	res, err := c.run(ctx, scripts.Promote,
-		[]string{qk.scheduled, qk.retry, qk.ready, qk.wake}, qk.jobPrefix, PromoteLimit).Int64Slice()
+		[]string{qk.scheduled, qk.retry, qk.ready, qk.wake}, qk.jobPrefix, proto.PromoteLimit).Int64Slice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("promote %s: %w", queue, err)
 	}
@@ -39,29 +36,17 @@ func (c *Client) Promote(ctx context.Context, queue string) (moved int, next tim
 	return int(res[0]), next, nil
 }
 
-// MaxBatch is the most jobs one script call handles. A script passes a batch's IDs to
-// one Redis command (ZADD, ZREM) through Lua's unpack, which refuses a few thousand
-// values, and a script that fails halfway keeps the writes it made: so no batch may grow
-// past this. Heartbeat and Ack split larger batches into several calls of at most
-// MaxBatch jobs (pipelined, one round trip); Claim cuts n to it; AckClaim refuses more
-// finished jobs than this.
-const MaxBatch = 1000
-
-// MaxClaim is the most jobs one Claim or AckClaim takes (a larger n is cut to it). It is
-// MaxBatch, under the name existing callers use.
-const MaxClaim = MaxBatch
-
 // Claim takes up to n ready jobs from the queue for worker, each under a lease of the
 // given length that the worker must renew with Heartbeat. It returns nothing when the
 // queue is empty or paused. The jobs carry their lease token in Job.Lease, and in
 // Job.StartedAt the claim's Redis time to the microsecond: no two claims (Claim or
 // AckClaim) run by one Redis server share one, so a caller with two claims of a queue in
 // flight knows from it which one Redis ran first.
-func (c *Client) Claim(ctx context.Context, queue string, n int, lease time.Duration, worker string) ([]*Job, error) {
+func (c broker) Claim(ctx context.Context, queue string, n int, lease time.Duration, worker string) ([]*Job, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	n = min(n, MaxClaim)
+	n = min(n, proto.MaxBatch)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
 	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused},
@@ -113,16 +98,16 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, error) {
 // will be accepted) and the tokens of jobs an operator cancelled (those runs must stop;
 // their failure goes to dead). Tokens, not IDs: one worker may briefly hold two runs of
 // one job, the first of which lost its lease. Any number of jobs may be given: they go
-// in script calls of at most MaxBatch jobs, pipelined in one round trip. On an error
+// in script calls of at most proto.MaxBatch jobs, pipelined in one round trip. On an error
 // some of those calls may have renewed their leases and others not.
-func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost, cancelled []string, err error) {
+func (c broker) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost, cancelled []string, err error) {
 	if len(jobs) == 0 {
 		return nil, nil, nil
 	}
 	qk := c.keys.queue(queue)
-	calls := make([]*scriptCall, 0, (len(jobs)+MaxBatch-1)/MaxBatch)
-	for start := 0; start < len(jobs); start += MaxBatch {
-		chunk := jobs[start:min(start+MaxBatch, len(jobs))]
+	calls := make([]*scriptCall, 0, (len(jobs)+proto.MaxBatch-1)/proto.MaxBatch)
+	for start := 0; start < len(jobs); start += proto.MaxBatch {
+		chunk := jobs[start:min(start+proto.MaxBatch, len(jobs))]
 		args := make([]any, 0, 2+2*len(chunk))
 		args = append(args, qk.jobPrefix, ms(lease))
 		for _, j := range chunk {
@@ -153,12 +138,12 @@ func (c *Client) Heartbeat(ctx context.Context, queue string, lease time.Duratio
 // ErrCancelled again. An ack of a job already done under the same lease (a call resent
 // after its reply was lost) returns nil and changes nothing; with Config.DoneRetention < 0
 // the job is gone by then and that reads as ErrLeaseLost. Concurrent Acks share one
-// script call per queue (and per MaxBatch jobs).
+// script call per queue (and per proto.MaxBatch jobs).
 //
 // Like [Client.Enqueue], Ack returns when ctx ends: with ctx's error when nothing was
 // sent, or an error wrapping [ErrUncertain] when the ack was sent but got no reply. An
 // uncertain ack is safe to repeat with the same Job.
-func (c *Client) Ack(ctx context.Context, job *Job, result []byte) error {
+func (c broker) Ack(ctx context.Context, job *Job, result []byte) error {
 	if job.Lease == "" { // a Job read by Get or List holds no lease
 		return fmt.Errorf("ack %s: %w", job.ID, ErrLeaseLost)
 	}
@@ -177,7 +162,7 @@ type ackItem struct {
 	result []byte
 }
 
-// ackCoalesced acknowledges a batch of jobs: one ack.lua call per queue and per MaxBatch
+// ackCoalesced acknowledges a batch of jobs: one ack.lua call per queue and per proto.MaxBatch
 // jobs, pipelined.
 func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 	retention := c.doneRetention()
@@ -194,8 +179,8 @@ func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 	for _, q := range order {
 		qk := c.keys.queue(q)
 		all := byQueue[q]
-		for start := 0; start < len(all); start += MaxBatch {
-			chunk := all[start:min(start+MaxBatch, len(all))]
+		for start := 0; start < len(all); start += proto.MaxBatch {
+			chunk := all[start:min(start+proto.MaxBatch, len(all))]
 			args := make([]any, 0, 6+3*len(chunk))
 			args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax,
 				ms(c.cfg.DeadRetention), c.cfg.DeadMax)
@@ -230,36 +215,32 @@ func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 	return errs
 }
 
-// Finished is a claimed job whose handler succeeded, with the result to store, as given
-// to [Client.AckClaim].
-type Finished struct {
-	Job    *Job
-	Result []byte
-}
-
-// AckClaim acknowledges finished jobs of queue, as Ack does each, and then claims up to n
+// AckClaim acknowledges finished jobs of queue, each with its result, as Ack does each, and then claims up to n
 // ready jobs from it, as Claim does, in one round trip: a worker whose slots free up
 // reports the jobs that freed them and refills the slots at once. acked has one entry per
 // finished job: nil when it is done, ErrCancelled when an operator had cancelled it (it is
 // dead now), ErrLeaseLost when its lease was gone (nothing changed for it). With a non-nil err no job is returned, and acked is nil when the call itself
 // failed: the acks may or may not have been applied then (their jobs come back after
 // their lease when not). Jobs claimed by a call whose reply was lost come back the same
-// way. A job of another queue, or more than MaxBatch finished jobs, is refused with
+// way. A job of another queue, or more than proto.MaxBatch finished jobs, is refused with
 // ErrInvalid before anything is sent.
-func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished, n int,
-	lease time.Duration, worker string) (acked []error, jobs []*Job, err error) {
-	n = min(max(n, 0), MaxClaim)
+func (c broker) AckClaim(ctx context.Context, queue string, finished []*Job, results [][]byte, n int,
+	lease time.Duration, worker string) (acked []error, claimed []*Job, err error) {
+	n = min(max(n, 0), proto.MaxBatch)
 	if len(finished) == 0 && n == 0 {
 		return nil, nil, nil
 	}
-	if len(finished) > MaxBatch {
-		return nil, nil, fmt.Errorf("ack and claim on %s: %w: %d finished jobs, the limit is %d (queue.MaxBatch)",
-			queue, ErrInvalid, len(finished), MaxBatch)
+	if len(finished) > proto.MaxBatch {
+		return nil, nil, fmt.Errorf("ack and claim on %s: %w: %d finished jobs, the limit is %d",
+			queue, ErrInvalid, len(finished), proto.MaxBatch)
+	}
+	if len(results) != len(finished) {
+		return nil, nil, fmt.Errorf("ack and claim on %s: %w: %d results for %d jobs", queue, ErrInvalid, len(results), len(finished))
 	}
 	for _, f := range finished {
-		if f.Job.Queue != queue {
+		if f.Queue != queue {
 			return nil, nil, fmt.Errorf("ack %s: %w: job of queue %q given to AckClaim on %q",
-				f.Job.ID, ErrInvalid, f.Job.Queue, queue)
+				f.ID, ErrInvalid, f.Queue, queue)
 		}
 	}
 	qk := c.keys.queue(queue)
@@ -267,8 +248,8 @@ func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished
 	args := make([]any, 0, 10+3*len(finished))
 	args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax, n, ms(lease), worker, token,
 		ms(c.cfg.DeadRetention), c.cfg.DeadMax)
-	for _, f := range finished {
-		args = append(args, f.Job.ID, f.Job.Lease, f.Result)
+	for i, f := range finished {
+		args = append(args, f.ID, f.Lease, results[i])
 	}
 	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused, qk.dead},
 		args...).Slice()
@@ -286,11 +267,11 @@ func (c *Client) AckClaim(ctx context.Context, queue string, finished []Finished
 	for i, code := range codes {
 		n, _ := code.(int64)
 		if e := settled(n); e != nil {
-			acked[i] = fmt.Errorf("ack %s: %w", finished[i].Job.ID, e)
+			acked[i] = fmt.Errorf("ack %s: %w", finished[i].ID, e)
 		}
 	}
-	jobs, err = decodeClaimed(queue, worker, token, res[1:])
-	return acked, jobs, err
+	claimed, err = decodeClaimed(queue, worker, token, res[1:])
+	return acked, claimed, err
 }
 
 // doneRetention is ack.lua's retention argument: 0 deletes done jobs at once.
@@ -301,17 +282,13 @@ func (c *Client) doneRetention() int64 {
 	return ms(c.cfg.DoneRetention)
 }
 
-// NoRetry, given to Fail as retryIn, sends the job to the dead set whatever attempts it
-// has left.
-const NoRetry time.Duration = -1
-
 // Fail records a failed attempt of a claimed job with reason as its last error. The job
 // goes to retry, due after retryIn, while it has attempts left (attempt <= max_retry),
-// else to dead; retryIn = NoRetry sends it to dead at once. It returns the state the job
+// else to dead; retryIn = proto.NoRetry sends it to dead at once. It returns the state the job
 // moved to, or ErrLeaseLost, changing nothing, when the caller's lease is gone. Failing
 // again with the same lease (a call resent after its reply was lost) returns the same
 // state and changes nothing.
-func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time.Duration) (State, error) {
+func (c broker) Fail(ctx context.Context, job *Job, reason string, retryIn time.Duration) (State, error) {
 	if job.Lease == "" {
 		return "", fmt.Errorf("fail %s: %w", job.ID, ErrLeaseLost)
 	}
@@ -342,7 +319,7 @@ func (c *Client) Fail(ctx context.Context, job *Job, reason string, retryIn time
 // to dead instead (last_error "cancelled by operator"; attempt not counted) and HandBack
 // returns ErrCancelled. Handing back again with the same lease (a resent call) returns
 // the same result and changes nothing.
-func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) error {
+func (c broker) HandBack(ctx context.Context, job *Job, after time.Duration) error {
 	return c.handBack(ctx, "hand back", job, max(after, 0), false, "")
 }
 
@@ -354,7 +331,7 @@ func (c *Client) HandBack(ctx context.Context, job *Job, after time.Duration) er
 // job whose lock is held elsewhere or a type it has no handler for, growing the delay
 // with Postponed. after must be positive (ErrInvalid otherwise; HandBack gives back with
 // no delay).
-func (c *Client) Postpone(ctx context.Context, job *Job, after time.Duration, reason string) error {
+func (c broker) Postpone(ctx context.Context, job *Job, after time.Duration, reason string) error {
 	if after <= 0 {
 		return fmt.Errorf("postpone %s: %w: delay %s must be positive", job.ID, ErrInvalid, after)
 	}
@@ -382,17 +359,14 @@ func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.D
 	return nil
 }
 
-// ReapLimit is the most expired leases one Reap call handles.
-const ReapLimit = 1000
-
 // Reap finds the queue's jobs whose lease expired (their worker died or lost Redis) and
 // puts each back at the head of ready (claimed next: it already waited its turn once), or
 // in dead when it has no attempts left; the attempt counts. It returns how many it reaped. Every worker calls it periodically, so a dead
 // worker's jobs come back within about one lease.
-func (c *Client) Reap(ctx context.Context, queue string) (int, error) {
+func (c broker) Reap(ctx context.Context, queue string) (int, error) {
 	qk := c.keys.queue(queue)
 	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake},
-		qk.jobPrefix, qk.stats, ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
+		qk.jobPrefix, qk.stats, proto.ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
 	if err != nil {
 		return 0, fmt.Errorf("reap %s: %w", queue, err)
 	}

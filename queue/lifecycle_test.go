@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 )
 
 var ctx = context.Background()
@@ -35,7 +37,7 @@ func mustEnqueue(t *testing.T, c *Client, typ string, opts ...Option) string {
 
 func claimOne(t *testing.T, c *Client, q string, lease time.Duration, worker string) *Job {
 	t.Helper()
-	jobs, err := c.Claim(ctx, q, 1, lease, worker)
+	jobs, err := c.broker().Claim(ctx, q, 1, lease, worker)
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("Claim() = %d jobs, err %v; want 1 job", len(jobs), err)
 	}
@@ -126,19 +128,19 @@ func TestDelayedJobIsPromotedWhenDue(t *testing.T) {
 	if got := c.rdb.HGet(ctx, qk.job(id), "state").Val(); got != "scheduled" {
 		t.Fatalf("state = %q, want scheduled", got)
 	}
-	moved, next, err := c.Promote(ctx, "default")
+	moved, next, err := c.broker().Promote(ctx, "default")
 	if err != nil || moved != 0 || next <= 0 || next > 300*time.Millisecond {
 		t.Fatalf("Promote() = %d, %s, %v; want 0 moved, next in (0, 300ms]", moved, next, err)
 	}
-	if jobs, _ := c.Claim(ctx, "default", 1, time.Second, "w"); len(jobs) != 0 {
+	if jobs, _ := c.broker().Claim(ctx, "default", 1, time.Second, "w"); len(jobs) != 0 {
 		t.Fatalf("claimed a job before it was due")
 	}
 	time.Sleep(next)
 	eventually(t, time.Second, "job promoted", func() bool {
-		moved, _, _ = c.Promote(ctx, "default")
+		moved, _, _ = c.broker().Promote(ctx, "default")
 		return moved == 1
 	})
-	if _, next, _ := c.Promote(ctx, "default"); next >= 0 {
+	if _, next, _ := c.broker().Promote(ctx, "default"); next >= 0 {
 		t.Errorf("Promote() next = %s with nothing waiting, want negative", next)
 	}
 	j := claimOne(t, c, "default", time.Second, "w")
@@ -159,7 +161,7 @@ func TestClaimAckDone(t *testing.T) {
 	c := setup(t, Config{})
 	first := mustEnqueue(t, c, "a")
 	second := mustEnqueue(t, c, "a")
-	jobs, err := c.Claim(ctx, "default", 5, 10*time.Second, "w1")
+	jobs, err := c.broker().Claim(ctx, "default", 5, 10*time.Second, "w1")
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("Claim(5) = %d jobs, %v; want 2", len(jobs), err)
 	}
@@ -179,7 +181,7 @@ func TestClaimAckDone(t *testing.T) {
 	if d := time.Until(time.UnixMilli(int64(score))); d < 9*time.Second || d > 11*time.Second {
 		t.Errorf("lease deadline in %s, want ~10s", d)
 	}
-	if err := c.Ack(ctx, j, []byte("ok")); err != nil {
+	if err := c.broker().Ack(ctx, j, []byte("ok")); err != nil {
 		t.Fatalf("Ack() err = %v", err)
 	}
 	got, err := c.Get(ctx, "default", j.ID)
@@ -194,10 +196,10 @@ func TestClaimAckDone(t *testing.T) {
 	}
 	// The same lease acking again is an ack resent after a lost reply: reported done,
 	// changing nothing. A stale lease is refused (TestLateAckIsRefused and below).
-	if err := c.Ack(ctx, j, []byte("resent")); err != nil {
+	if err := c.broker().Ack(ctx, j, []byte("resent")); err != nil {
 		t.Errorf("second Ack() with the same lease err = %v, want nil (already done)", err)
 	}
-	acked, _, err := c.AckClaim(ctx, "default", []Finished{{Job: j, Result: []byte("resent")}}, 0, time.Minute, "w1")
+	acked, _, err := c.broker().ackFinished(ctx, "default", []Finished{{Job: j, Result: []byte("resent")}}, 0, time.Minute, "w1")
 	if err != nil || len(acked) != 1 || acked[0] != nil {
 		t.Errorf("AckClaim() of the acked job = %v, %v; want [nil]", acked, err)
 	}
@@ -210,23 +212,23 @@ func TestClaimAckDone(t *testing.T) {
 	}
 	other := *j
 	other.Lease += "x"
-	if err := c.Ack(ctx, &other, nil); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().Ack(ctx, &other, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Ack() of a done job with another lease err = %v, want ErrLeaseLost", err)
 	}
 	// The ended lease left in the hash ("done!<token>") is never a token itself: presented
 	// as one, it is refused by every transition, and the done job stays out of active.
 	forged := *j
 	forged.Lease = "done!" + j.Lease
-	if lost, _, err := c.Heartbeat(ctx, "default", time.Minute, []*Job{&forged}); err != nil || len(lost) != 1 {
+	if lost, _, err := c.broker().Heartbeat(ctx, "default", time.Minute, []*Job{&forged}); err != nil || len(lost) != 1 {
 		t.Errorf("Heartbeat(ended lease as a token) lost = %v, %v; want it lost", lost, err)
 	}
-	if _, err := c.Fail(ctx, &forged, "x", 0); !errors.Is(err, ErrLeaseLost) {
+	if _, err := c.broker().Fail(ctx, &forged, "x", 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Fail(ended lease as a token) err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.HandBack(ctx, &forged, 0); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().HandBack(ctx, &forged, 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("HandBack(ended lease as a token) err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.Ack(ctx, &forged, nil); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().Ack(ctx, &forged, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Ack(ended lease as a token) err = %v, want ErrLeaseLost", err)
 	}
 	if c.rdb.ZScore(ctx, qk.active, j.ID).Err() == nil {
@@ -238,7 +240,7 @@ func TestDoneRetentionNegativeDeletes(t *testing.T) {
 	c := setup(t, Config{DoneRetention: -1})
 	mustEnqueue(t, c, "a")
 	j := claimOne(t, c, "default", time.Second, "w")
-	if err := c.Ack(ctx, j, nil); err != nil {
+	if err := c.broker().Ack(ctx, j, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Get(ctx, "default", j.ID); !errors.Is(err, ErrNotFound) {
@@ -251,7 +253,7 @@ func TestPausedQueueClaimsNothing(t *testing.T) {
 	mustEnqueue(t, c, "a")
 	qk := c.keys.queue("default")
 	c.rdb.Set(ctx, qk.paused, "1", 0)
-	if jobs, err := c.Claim(ctx, "default", 1, time.Second, "w"); err != nil || len(jobs) != 0 {
+	if jobs, err := c.broker().Claim(ctx, "default", 1, time.Second, "w"); err != nil || len(jobs) != 0 {
 		t.Fatalf("Claim(paused) = %d jobs, %v; want none", len(jobs), err)
 	}
 	c.rdb.Del(ctx, qk.paused)
@@ -264,7 +266,7 @@ func TestFailRetriesThenDies(t *testing.T) {
 	qk := c.keys.queue("default")
 
 	j := claimOne(t, c, "default", time.Second, "w")
-	state, err := c.Fail(ctx, j, "boom 1", 0)
+	state, err := c.broker().Fail(ctx, j, "boom 1", 0)
 	if err != nil || state != StateRetry {
 		t.Fatalf("Fail() = %s, %v; want retry", state, err)
 	}
@@ -273,7 +275,7 @@ func TestFailRetriesThenDies(t *testing.T) {
 	}
 	// The same lease failing again is a call resent after a lost reply: it gets the same
 	// outcome and changes nothing (no second failure counted, last_error kept).
-	if state, err := c.Fail(ctx, j, "resent", 0); err != nil || state != StateRetry {
+	if state, err := c.broker().Fail(ctx, j, "resent", 0); err != nil || state != StateRetry {
 		t.Errorf("resent Fail() = %s, %v; want retry, as the first", state, err)
 	}
 	if got, _ := c.Get(ctx, "default", id); got.LastError != "boom 1" || got.State != StateRetry {
@@ -284,29 +286,29 @@ func TestFailRetriesThenDies(t *testing.T) {
 	}
 	// Only the same call is recognised: that lease was ended by a fail, not an ack or a
 	// hand back.
-	if err := c.Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Ack() with the lease a fail ended err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.HandBack(ctx, j, 0); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().HandBack(ctx, j, 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("HandBack() with the lease a fail ended err = %v, want ErrLeaseLost", err)
 	}
-	if moved, _, _ := c.Promote(ctx, "default"); moved != 1 {
+	if moved, _, _ := c.broker().Promote(ctx, "default"); moved != 1 {
 		t.Fatalf("Promote() moved %d, want 1", moved)
 	}
 	j = claimOne(t, c, "default", time.Second, "w")
 	if j.Attempt != 2 || j.LastError != "boom 1" {
 		t.Errorf("second claim attempt %d last_error %q, want 2, boom 1", j.Attempt, j.LastError)
 	}
-	state, err = c.Fail(ctx, j, "boom 2", time.Hour)
+	state, err = c.broker().Fail(ctx, j, "boom 2", time.Hour)
 	if err != nil || state != StateDead {
 		t.Fatalf("Fail(last attempt) = %s, %v; want dead", state, err)
 	}
-	if state, err := c.Fail(ctx, j, "resent", time.Hour); err != nil || state != StateDead {
+	if state, err := c.broker().Fail(ctx, j, "resent", time.Hour); err != nil || state != StateDead {
 		t.Errorf("resent Fail(last attempt) = %s, %v; want dead, as the first", state, err)
 	}
 	stale := *j
 	stale.Lease += "x"
-	if _, err := c.Fail(ctx, &stale, "stale", 0); !errors.Is(err, ErrLeaseLost) {
+	if _, err := c.broker().Fail(ctx, &stale, "stale", 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Fail() of the dead job with another lease err = %v, want ErrLeaseLost", err)
 	}
 	got, _ := c.Get(ctx, "default", id)
@@ -322,7 +324,7 @@ func TestFailRetriesThenDies(t *testing.T) {
 	if err := c.Retry(ctx, "default", id); err != nil { // an operator revives it
 		t.Fatalf("Retry() err = %v", err)
 	}
-	if state, err := c.Fail(ctx, j, "resent", time.Hour); !errors.Is(err, ErrLeaseLost) && (err != nil || state != StateDead) {
+	if state, err := c.broker().Fail(ctx, j, "resent", time.Hour); !errors.Is(err, ErrLeaseLost) && (err != nil || state != StateDead) {
 		t.Errorf("Fail() resent after the job was revived = %s, %v; want dead (its first outcome) or lease lost", state, err)
 	}
 	if got, _ := c.Get(ctx, "default", id); got.State == StateDead || got.State == StateRetry && got.LastError == "resent" {
@@ -334,8 +336,8 @@ func TestFailNoRetryDiesAtOnce(t *testing.T) {
 	c := setup(t, Config{})
 	mustEnqueue(t, c, "a")
 	j := claimOne(t, c, "default", time.Second, "w")
-	if state, err := c.Fail(ctx, j, "bad payload", NoRetry); err != nil || state != StateDead {
-		t.Fatalf("Fail(NoRetry) = %s, %v; want dead", state, err)
+	if state, err := c.broker().Fail(ctx, j, "bad payload", proto.NoRetry); err != nil || state != StateDead {
+		t.Fatalf("Fail(proto.NoRetry) = %s, %v; want dead", state, err)
 	}
 }
 
@@ -347,7 +349,7 @@ func TestDeadSetIsCapped(t *testing.T) {
 	}
 	for range 5 {
 		j := claimOne(t, c, "default", time.Second, "w")
-		if _, err := c.Fail(ctx, j, "x", 0); err != nil {
+		if _, err := c.broker().Fail(ctx, j, "x", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -365,30 +367,30 @@ func TestStaleWorkerIsFenced(t *testing.T) {
 	id := mustEnqueue(t, c, "a")
 	stale := claimOne(t, c, "default", 50*time.Millisecond, "w1")
 	eventually(t, 2*time.Second, "lease reaped", func() bool {
-		n, _ := c.Reap(ctx, "default")
+		n, _ := c.broker().Reap(ctx, "default")
 		return n == 1
 	})
 	got, _ := c.Get(ctx, "default", id)
 	if got.State != StateReady || !strings.Contains(got.LastError, "lease expired: worker w1") {
 		t.Fatalf("reaped job = %s %q", got.State, got.LastError)
 	}
-	if lost, _, _ := c.Heartbeat(ctx, "default", time.Second, []*Job{stale}); len(lost) != 1 {
+	if lost, _, _ := c.broker().Heartbeat(ctx, "default", time.Second, []*Job{stale}); len(lost) != 1 {
 		t.Errorf("Heartbeat(stale) lost = %v, want [%s]", lost, id)
 	}
 	fresh := claimOne(t, c, "default", 10*time.Second, "w2")
 	if fresh.ID != id || fresh.Attempt != 2 {
 		t.Fatalf("re-claim = %s attempt %d, want %s attempt 2", fresh.ID, fresh.Attempt, id)
 	}
-	if err := c.Ack(ctx, stale, []byte("stale")); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().Ack(ctx, stale, []byte("stale")); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("stale Ack() err = %v, want ErrLeaseLost", err)
 	}
-	if _, err := c.Fail(ctx, stale, "stale", 0); !errors.Is(err, ErrLeaseLost) {
+	if _, err := c.broker().Fail(ctx, stale, "stale", 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("stale Fail() err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.HandBack(ctx, stale, 0); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().HandBack(ctx, stale, 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("stale HandBack() err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.Ack(ctx, fresh, []byte("fresh")); err != nil {
+	if err := c.broker().Ack(ctx, fresh, []byte("fresh")); err != nil {
 		t.Fatalf("fresh Ack() err = %v", err)
 	}
 	if got, _ := c.Get(ctx, "default", id); string(got.Result) != "fresh" {
@@ -401,7 +403,7 @@ func TestReapLastAttemptDies(t *testing.T) {
 	id := mustEnqueue(t, c, "a", MaxRetry(0))
 	claimOne(t, c, "default", 20*time.Millisecond, "w1")
 	eventually(t, 2*time.Second, "lease reaped", func() bool {
-		n, _ := c.Reap(ctx, "default")
+		n, _ := c.broker().Reap(ctx, "default")
 		return n == 1
 	})
 	if got, _ := c.Get(ctx, "default", id); got.State != StateDead {
@@ -415,15 +417,15 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 	j := claimOne(t, c, "default", 600*time.Millisecond, "w")
 	for range 5 {
 		time.Sleep(200 * time.Millisecond)
-		lost, _, err := c.Heartbeat(ctx, "default", 600*time.Millisecond, []*Job{j})
+		lost, _, err := c.broker().Heartbeat(ctx, "default", 600*time.Millisecond, []*Job{j})
 		if err != nil || len(lost) != 0 {
 			t.Fatalf("Heartbeat() lost %v, err %v", lost, err)
 		}
-		if n, _ := c.Reap(ctx, "default"); n != 0 {
+		if n, _ := c.broker().Reap(ctx, "default"); n != 0 {
 			t.Fatalf("a renewed lease was reaped")
 		}
 	}
-	if err := c.Ack(ctx, j, nil); err != nil {
+	if err := c.broker().Ack(ctx, j, nil); err != nil {
 		t.Fatalf("Ack() after 1s on a 600ms lease kept by heartbeats: %v", err)
 	}
 }
@@ -433,12 +435,12 @@ func TestHandBackGoesFirstWithoutCountingTheAttempt(t *testing.T) {
 	id := mustEnqueue(t, c, "a")
 	mustEnqueue(t, c, "a")
 	j := claimOne(t, c, "default", time.Second, "w")
-	if err := c.HandBack(ctx, j, 0); err != nil {
+	if err := c.broker().HandBack(ctx, j, 0); err != nil {
 		t.Fatalf("HandBack() err = %v", err)
 	}
 	// Resent after a lost reply: reported handed back, nothing changed (the attempt is
 	// not taken back twice, the ID not pushed twice).
-	if err := c.HandBack(ctx, j, 0); err != nil {
+	if err := c.broker().HandBack(ctx, j, 0); err != nil {
 		t.Errorf("resent HandBack() err = %v, want nil", err)
 	}
 	if n := c.rdb.LLen(ctx, c.keys.queue("default").ready).Val(); n != 2 {
@@ -494,7 +496,7 @@ func TestEnqueueBatch(t *testing.T) {
 func TestWaitWakesOnTokenAndTimesOut(t *testing.T) {
 	c := setup(t, Config{})
 	start := time.Now()
-	q, token, err := c.Wait(ctx, []string{"default", "other"}, 100*time.Millisecond)
+	q, token, err := c.broker().Wait(ctx, []string{"default", "other"}, 100*time.Millisecond)
 	if err != nil || q != "" || token != "" {
 		t.Fatalf("Wait(empty) = %q, %q, %v; want timeout", q, token, err)
 	}
@@ -508,26 +510,26 @@ func TestWaitWakesOnTokenAndTimesOut(t *testing.T) {
 	}
 	done := make(chan woke)
 	wait := func() {
-		q, token, _ := c.Wait(ctx, []string{"default", "other"}, time.Second)
+		q, token, _ := c.broker().Wait(ctx, []string{"default", "other"}, time.Second)
 		done <- woke{q, token, time.Now()}
 	}
 	go wait()
 	time.Sleep(50 * time.Millisecond)
 	mustEnqueue(t, c, "a", On("other"))
 	sent := time.Now()
-	if w := <-done; w.at.Sub(sent) > 200*time.Millisecond || w.q != "other" || w.token != WakeReady {
-		t.Errorf("woken %s after enqueue with %q from %q, want at once with %q from other", w.at.Sub(sent), w.token, w.q, WakeReady)
+	if w := <-done; w.at.Sub(sent) > 200*time.Millisecond || w.q != "other" || w.token != proto.WakeReady {
+		t.Errorf("woken %s after enqueue with %q from %q, want at once with %q from other", w.at.Sub(sent), w.token, w.q, proto.WakeReady)
 	}
 	go wait()
 	mustEnqueue(t, c, "a", Delay(time.Hour))
-	if w := <-done; w.q != "default" || w.token != WakeScheduled {
-		t.Errorf("delayed enqueue woke with %q from %q, want %q from default", w.token, w.q, WakeScheduled)
+	if w := <-done; w.q != "default" || w.token != proto.WakeScheduled {
+		t.Errorf("delayed enqueue woke with %q from %q, want %q from default", w.token, w.q, proto.WakeScheduled)
 	}
-	if err := c.Wake(ctx, "other", WakeReady); err != nil {
+	if err := c.broker().Wake(ctx, "other", proto.WakeReady); err != nil {
 		t.Fatal(err)
 	}
 	go wait()
-	if w := <-done; w.q != "other" || w.token != WakeReady {
+	if w := <-done; w.q != "other" || w.token != proto.WakeReady {
 		t.Errorf("Wake() then Wait() = %q from %q", w.token, w.q)
 	}
 }
@@ -595,7 +597,7 @@ func TestReapedJobIsClaimedBeforeTheBacklog(t *testing.T) {
 	qk := c.keys.queue("default")
 	c.rdb.Del(ctx, qk.wake)
 	eventually(t, 2*time.Second, "lease reaped", func() bool {
-		n, _ := c.Reap(ctx, "default")
+		n, _ := c.broker().Reap(ctx, "default")
 		return n == 1
 	})
 	if n := c.rdb.LLen(ctx, qk.wake).Val(); n != 1 {

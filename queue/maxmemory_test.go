@@ -42,20 +42,20 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 		t.Fatalf("ready holds %d jobs, want the %d acknowledged (the refused one half-written?)", n, enqueued)
 	}
 
-	jobs, err := c.Claim(ctx, "default", 20, time.Minute, "w")
+	jobs, err := c.broker().Claim(ctx, "default", 20, time.Minute, "w")
 	if err != nil || len(jobs) != 20 {
 		t.Fatalf("Claim on a full Redis = %d jobs, %v; want 20", len(jobs), err)
 	}
-	if lost, _, err := c.Heartbeat(ctx, "default", time.Minute, jobs); err != nil || len(lost) != 0 {
+	if lost, _, err := c.broker().Heartbeat(ctx, "default", time.Minute, jobs); err != nil || len(lost) != 0 {
 		t.Fatalf("Heartbeat on a full Redis: lost %v, err %v", lost, err)
 	}
 	for _, j := range jobs[:10] {
-		if err := c.Ack(ctx, j, []byte("ok")); err != nil {
+		if err := c.broker().Ack(ctx, j, []byte("ok")); err != nil {
 			t.Fatalf("Ack on a full Redis: %v", err)
 		}
 	}
 	for _, j := range jobs[10:] {
-		if st, err := c.Fail(ctx, j, "boom", time.Hour); err != nil || st != StateRetry {
+		if st, err := c.broker().Fail(ctx, j, "boom", time.Hour); err != nil || st != StateRetry {
 			t.Fatalf("Fail on a full Redis = %s, %v; want retry", st, err)
 		}
 	}
@@ -68,11 +68,11 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 	}
 
 	// A worker's combined call: acks first, so its first write frees memory too.
-	_, claimed, err := c.AckClaim(ctx, "default", nil, 2, time.Minute, "w")
+	_, claimed, err := c.broker().ackFinished(ctx, "default", nil, 2, time.Minute, "w")
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("AckClaim(claim 2) on a full Redis = %d jobs, %v; want 2", len(claimed), err)
 	}
-	acked, next, err := c.AckClaim(ctx, "default",
+	acked, next, err := c.broker().ackFinished(ctx, "default",
 		[]Finished{{Job: claimed[0], Result: []byte("ok")}, {Job: claimed[1], Result: []byte("ok")}}, 2, time.Minute, "w")
 	if err != nil || len(next) != 2 || len(acked) != 2 || acked[0] != nil || acked[1] != nil {
 		t.Fatalf("AckClaim(ack 2, claim 2) on a full Redis = acked %v, %d jobs, %v; want both acked, 2 claimed",

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 )
 
 func TestPostpone(t *testing.T) {
@@ -15,7 +17,7 @@ func TestPostpone(t *testing.T) {
 	qk := c.keys.queue("default")
 	c.rdb.Del(ctx, qk.wake)
 	before := time.Now()
-	if err := c.Postpone(ctx, j, time.Hour, "exclusive lock report held"); err != nil {
+	if err := c.broker().Postpone(ctx, j, time.Hour, "exclusive lock report held"); err != nil {
 		t.Fatalf("Postpone() err = %v", err)
 	}
 	got, err := c.Get(ctx, "default", id)
@@ -29,11 +31,11 @@ func TestPostpone(t *testing.T) {
 	if c.rdb.ZScore(ctx, qk.active, id).Err() == nil || c.rdb.ZScore(ctx, qk.scheduled, id).Err() != nil {
 		t.Errorf("postponed job: still in active, or not in scheduled")
 	}
-	if tokens := c.rdb.LRange(ctx, qk.wake, 0, -1).Val(); len(tokens) != 1 || tokens[0] != WakeScheduled {
-		t.Errorf("wake tokens = %v, want [%s]", tokens, WakeScheduled)
+	if tokens := c.rdb.LRange(ctx, qk.wake, 0, -1).Val(); len(tokens) != 1 || tokens[0] != proto.WakeScheduled {
+		t.Errorf("wake tokens = %v, want [%s]", tokens, proto.WakeScheduled)
 	}
 	// A resent call gets nil again and changes nothing.
-	if err := c.Postpone(ctx, j, time.Hour, "again"); err != nil {
+	if err := c.broker().Postpone(ctx, j, time.Hour, "again"); err != nil {
 		t.Errorf("resent Postpone() err = %v, want nil", err)
 	}
 	if got, _ := c.Get(ctx, "default", id); got.Postponed != 1 || got.LastError != "exclusive lock report held" {
@@ -48,7 +50,7 @@ func TestPostpone(t *testing.T) {
 	if j.Postponed != 1 || j.Attempt != 1 {
 		t.Errorf("claimed postponed job: postponed %d, attempt %d; want 1, 1", j.Postponed, j.Attempt)
 	}
-	if err := c.Postpone(ctx, j, time.Second, ""); err != nil {
+	if err := c.broker().Postpone(ctx, j, time.Second, ""); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = c.Get(ctx, "default", id)
@@ -59,10 +61,10 @@ func TestPostpone(t *testing.T) {
 	if !strings.Contains(string(b), `"postponed":2`) {
 		t.Errorf("job JSON = %s, want postponed 2", b)
 	}
-	if err := c.Postpone(ctx, j, time.Second, "x"); err != nil {
+	if err := c.broker().Postpone(ctx, j, time.Second, "x"); err != nil {
 		t.Errorf("resent Postpone() err = %v, want nil", err)
 	}
-	if err := c.Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Ack() after Postpone err = %v, want ErrLeaseLost", err)
 	}
 }
@@ -72,13 +74,13 @@ func TestPostponeRefusals(t *testing.T) {
 	mustEnqueue(t, c, "a")
 	j := claimOne(t, c, "default", time.Minute, "w")
 	for _, after := range []time.Duration{0, -time.Second} {
-		if err := c.Postpone(ctx, j, after, "x"); !errors.Is(err, ErrInvalid) {
+		if err := c.broker().Postpone(ctx, j, after, "x"); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Postpone(after %s) err = %v, want ErrInvalid", after, err)
 		}
 	}
 	stale := *j
 	stale.Lease += "x"
-	if err := c.Postpone(ctx, &stale, time.Second, "x"); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().Postpone(ctx, &stale, time.Second, "x"); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Postpone(stale lease) err = %v, want ErrLeaseLost", err)
 	}
 	if got, _ := c.Get(ctx, "default", j.ID); got.State != StateActive || got.Postponed != 0 || got.LastError != "" {
@@ -89,14 +91,14 @@ func TestPostponeRefusals(t *testing.T) {
 	if _, err := c.Cancel(ctx, "default", j.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Postpone(ctx, j, time.Second, "lock held"); !errors.Is(err, ErrCancelled) {
+	if err := c.broker().Postpone(ctx, j, time.Second, "lock held"); !errors.Is(err, ErrCancelled) {
 		t.Fatalf("Postpone(cancelled) err = %v, want ErrCancelled", err)
 	}
 	got, _ := c.Get(ctx, "default", j.ID)
 	if got.State != StateDead || got.Postponed != 0 || got.LastError != "cancelled by operator" {
 		t.Errorf("postponed cancelled job = %s, postponed %d, %q; want dead, 0, cancelled by operator", got.State, got.Postponed, got.LastError)
 	}
-	if err := c.Postpone(ctx, j, time.Second, "lock held"); !errors.Is(err, ErrCancelled) {
+	if err := c.broker().Postpone(ctx, j, time.Second, "lock held"); !errors.Is(err, ErrCancelled) {
 		t.Errorf("resent Postpone(cancelled) err = %v, want ErrCancelled", err)
 	}
 }

@@ -7,21 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/scripts"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/scripts"
 )
 
 // A stale done-set entry (its hash expired) must not delete a new job that reuses the ID.
 func TestTrimSparesANewJobReusingAnID(t *testing.T) {
 	c := setup(t, Config{DoneRetention: 200 * time.Millisecond})
 	mustEnqueue(t, c, "a", ID("reused"))
-	c.Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil)
+	c.broker().Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil)
 	eventually(t, 2*time.Second, "done hash expired", func() bool {
 		return c.rdb.Exists(ctx, c.keys.queue("default").job("reused")).Val() == 0
 	})
 	mustEnqueue(t, c, "a", ID("reused"), Delay(time.Hour)) // the set still lists the old one
 	mustEnqueue(t, c, "b")
-	c.Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil) // trims the stale entry
+	c.broker().Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil) // trims the stale entry
 	if j, err := c.Get(ctx, "default", "reused"); err != nil || j.State != StateScheduled {
 		t.Fatalf("new job with a reused ID after a trim: %+v, %v; want it scheduled", j, err)
 	}
@@ -37,15 +38,15 @@ func TestTrimSparesANewJobReusingAnID(t *testing.T) {
 func TestEmptyLeaseIsRefused(t *testing.T) {
 	c := setup(t, Config{})
 	id := mustEnqueue(t, c, "a")
-	c.Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil)
+	c.broker().Ack(ctx, claimOne(t, c, "default", time.Minute, "w"), nil)
 	j, _ := c.Get(ctx, "default", id)
-	if _, err := c.Fail(ctx, j, "x", 0); !errors.Is(err, ErrLeaseLost) {
+	if _, err := c.broker().Fail(ctx, j, "x", 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Fail(job from Get) err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().Ack(ctx, j, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("Ack(job from Get) err = %v, want ErrLeaseLost", err)
 	}
-	if err := c.HandBack(ctx, j, 0); !errors.Is(err, ErrLeaseLost) {
+	if err := c.broker().HandBack(ctx, j, 0); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("HandBack(job from Get) err = %v, want ErrLeaseLost", err)
 	}
 	// The scripts refuse an empty token too, whatever the Go side does.
@@ -91,14 +92,14 @@ func TestClaimSkipsAStaleReadyEntry(t *testing.T) {
 	qk := c.keys.queue("default")
 	c.rdb.LPush(ctx, qk.ready, id) // the stale copy, claimed after the real entry
 	running := claimOne(t, c, "default", time.Minute, "w1")
-	if again, err := c.Claim(ctx, "default", 10, time.Minute, "w2"); err != nil || len(again) != 0 {
+	if again, err := c.broker().Claim(ctx, "default", 10, time.Minute, "w2"); err != nil || len(again) != 0 {
 		t.Fatalf("second claim of a running job = %d jobs, %v; want none", len(again), err)
 	}
-	if err := c.Ack(ctx, running, nil); err != nil {
+	if err := c.broker().Ack(ctx, running, nil); err != nil {
 		t.Fatalf("Ack of the only run: %v", err)
 	}
 	c.rdb.LPush(ctx, qk.ready, id)
-	if again, _ := c.Claim(ctx, "default", 10, time.Minute, "w2"); len(again) != 0 {
+	if again, _ := c.broker().Claim(ctx, "default", 10, time.Minute, "w2"); len(again) != 0 {
 		t.Fatalf("a done job was claimed again")
 	}
 	if j, _ := c.Get(ctx, "default", id); j.State != StateDone || j.Attempt != 1 {
@@ -141,7 +142,7 @@ func TestResentEnqueueChangesNothing(t *testing.T) {
 	if n := c.rdb.ZCard(ctx, qk.scheduled).Val(); n != 1 {
 		t.Errorf("scheduled has %d IDs after the resend, want 1", n)
 	}
-	if err := c.Ack(ctx, claimed, nil); err != nil {
+	if err := c.broker().Ack(ctx, claimed, nil); err != nil {
 		t.Errorf("Ack() after the resend err = %v; the lease must be untouched", err)
 	}
 

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobs-dev/jobs/internal/proto"
 )
 
 func TestUniqueRejectsTheSameJob(t *testing.T) {
@@ -35,7 +37,7 @@ func TestUniqueKeyReleasedWhenJobFinishes(t *testing.T) {
 	if j.ID != first {
 		t.Fatalf("claimed %s", j.ID)
 	}
-	if err := c.Ack(ctx, j, nil); err != nil {
+	if err := c.broker().Ack(ctx, j, nil); err != nil {
 		t.Fatal(err)
 	}
 	second, err := c.Enqueue(ctx, "a", nil, Unique(time.Hour), UniqueKey("invoice:42"))
@@ -43,7 +45,7 @@ func TestUniqueKeyReleasedWhenJobFinishes(t *testing.T) {
 		t.Fatalf("after done: err = %v, want the key released", err)
 	}
 	j = claimOne(t, c, "default", time.Second, "w")
-	if _, err := c.Fail(ctx, j, "x", NoRetry); err != nil || j.ID != second {
+	if _, err := c.broker().Fail(ctx, j, "x", proto.NoRetry); err != nil || j.ID != second {
 		t.Fatal(err)
 	}
 	if _, err := c.Enqueue(ctx, "a", nil, Unique(time.Hour), UniqueKey("invoice:42")); err != nil {
@@ -55,7 +57,7 @@ func TestUniqueUntilExpiryKeepsKey(t *testing.T) {
 	c := setup(t, Config{})
 	mustEnqueue(t, c, "a", Unique(300*time.Millisecond), UniqueUntilExpiry())
 	j := claimOne(t, c, "default", time.Second, "w")
-	c.Ack(ctx, j, nil)
+	c.broker().Ack(ctx, j, nil)
 	if _, err := c.Enqueue(ctx, "a", []byte(`{"n":1}`), Unique(time.Hour), UniqueUntilExpiry()); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("after done: err = %v, want ErrDuplicate until the TTL", err)
 	}
@@ -135,7 +137,7 @@ func TestExclusiveIsStoredAndHandBackDelays(t *testing.T) {
 	if j.Exclusive != "report" {
 		t.Fatalf("Exclusive = %q, want the job type", j.Exclusive)
 	}
-	if err := c.HandBack(ctx, j, time.Hour); err != nil {
+	if err := c.broker().HandBack(ctx, j, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := c.Get(ctx, "default", id)

@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// MaxWait bounds one Wait. An idle worker re-checks its queues this often anyway, which
-// also covers wake tokens lost with a crashed worker.
-const MaxWait = time.Second
+	"github.com/jobs-dev/jobs/internal/proto"
+)
 
 // blockFor is how long one BLPOP blocks for a wait of d: d rounded up to whole seconds
 // (at least 1s). Whole seconds because a BLPOP must go through go-redis's BLPop, which
@@ -23,23 +21,14 @@ func blockFor(d time.Duration) time.Duration {
 	return max((d+time.Second-1)/time.Second, 1) * time.Second
 }
 
-// Wake tokens: what an idle worker should do when it pops one.
-const (
-	// WakeReady: a job is ready; claim.
-	WakeReady = "r"
-	// WakeScheduled: a job was scheduled or set to retry; promote, then plan the wait
-	// until it is due.
-	WakeScheduled = "s"
-)
-
 // Wait blocks until a wake token arrives on one of the queues (a job was enqueued,
-// promoted, retried or handed back) or timeout passes; timeout is capped at MaxWait. This
+// promoted, retried or handed back) or timeout passes; timeout is capped at proto.MaxWait. This
 // is how an idle worker waits without polling: enqueue pushes a token and one blocked
-// worker pops it. It returns the queue and the token (WakeReady or WakeScheduled), or
+// worker pops it. It returns the queue and the token (proto.WakeReady or proto.WakeScheduled), or
 // empty strings on timeout.
 //
 // The timeout is coarse: Redis blocks for whole seconds only here (see blockFor: timeout
-// rounded up, so in practice 1s whatever timeout under MaxWait is given), and ends a
+// rounded up, so in practice 1s whatever timeout under proto.MaxWait is given), and ends a
 // timed-out BLPOP on its next internal tick (every 100ms at the default hz 10). A caller
 // that must act at a precise time (a delayed job's run_at) keeps its own timer and lets
 // Wait run alongside, as the worker does. A Wait returns as soon as a token arrives.
@@ -47,8 +36,8 @@ const (
 // On a Redis Cluster, where one BLPOP cannot span the slots of several queues, Wait
 // blocks on each queue separately (see clusterWaiter); it returns at timeout then, while
 // its BLPOPs run to the whole second.
-func (c *Client) Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error) {
-	timeout = min(max(timeout, time.Millisecond), MaxWait)
+func (c broker) Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error) {
+	timeout = min(max(timeout, time.Millisecond), proto.MaxWait)
 	if c.clusterWait != nil && len(queues) > 1 { // one BLPOP may not span cluster slots
 		return c.clusterWait.wait(ctx, queues, timeout)
 	}
@@ -70,7 +59,7 @@ func (c *Client) Wait(ctx context.Context, queues []string, timeout time.Duratio
 
 // Wake pushes one wake token back on a queue's wake list: a worker that popped a token it
 // cannot use (it became busy) passes it on to another idle worker.
-func (c *Client) Wake(ctx context.Context, queue, token string) error {
+func (c broker) Wake(ctx context.Context, queue, token string) error {
 	wake := c.keys.queue(queue).wake
 	pipe := c.rdb.Pipeline()
 	pipe.LPush(ctx, wake, token)

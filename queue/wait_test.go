@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
 )
 
 func TestBlockForRoundsUpToWholeSeconds(t *testing.T) {
@@ -46,7 +47,7 @@ func TestWaitWithShortReadTimeout(t *testing.T) {
 		wait := func() {
 			t.Helper()
 			start := time.Now()
-			q, token, err := c.Wait(ctx, queues, time.Second)
+			q, token, err := c.broker().Wait(ctx, queues, time.Second)
 			if err != nil || q != "" || token != "" {
 				t.Fatalf("Wait(%v, 1s) with ReadTimeout %s = %q, %q, %v; want a timeout, no error", queues, readTimeout, q, token, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -40,7 +41,7 @@ func (l *loop) post(res result) {
 // sendExchange sends one AckClaim on q: up to MaxBatch of its acks, and a claim of n
 // jobs, reserved until the reply is placed.
 func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
-	acks := q.acks[:min(len(q.acks), queue.MaxBatch)]
+	acks := q.acks[:min(len(q.acks), proto.MaxBatch)]
 	q.acks = append([]*run(nil), q.acks[len(acks):]...)
 	q.inflight++
 	if n > 0 {
@@ -50,13 +51,14 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	seq := q.sent
 	l.reserved += n
 	l.calls++
-	fin := make([]queue.Finished, len(acks))
+	fin := make([]*queue.Job, len(acks))
+	results := make([][]byte, len(acks))
 	for i, r := range acks {
-		fin[i] = queue.Finished{Job: r.job, Result: r.result}
+		fin[i], results[i] = r.job, r.result
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
-		acked, jobs, err := l.w.client.AckClaim(ctx, q.name, fin, n, l.cfg.Lease, l.cfg.ID)
+		acked, jobs, err := l.w.broker.AckClaim(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
 		cancel()
 		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, err) })
 	}()
@@ -154,7 +156,7 @@ func (l *loop) heartbeat(now time.Time) {
 		}
 		go func() {
 			ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/4, reportTimeout))
-			lost, cancelled, err := l.w.client.Heartbeat(ctx, q.name, l.cfg.Lease, jobs)
+			lost, cancelled, err := l.w.broker.Heartbeat(ctx, q.name, l.cfg.Lease, jobs)
 			cancel()
 			l.postEvent(func() { l.beaten(q, runs, now, lost, cancelled, err) })
 		}()
@@ -219,11 +221,11 @@ func (l *loop) maintain(q *queueState, now time.Time) {
 		next := time.Duration(-1)
 		var err error
 		if reap {
-			reaped, err = l.w.client.Reap(ctx, q.name)
+			reaped, err = l.w.broker.Reap(ctx, q.name)
 		}
 		if err == nil && (promote || reaped > 0) {
 			promote = true
-			moved, next, err = l.w.client.Promote(ctx, q.name)
+			moved, next, err = l.w.broker.Promote(ctx, q.name)
 		}
 		l.postEvent(func() { l.maintained(q, reap, promote, reaped, moved, next, err) })
 	}()
@@ -246,7 +248,7 @@ func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, 
 		}
 	}
 	if promote {
-		wait := queue.MaxWait
+		wait := proto.MaxWait
 		if next >= 0 {
 			wait = min(wait, next)
 		}
@@ -279,7 +281,7 @@ func (l *loop) wait(now time.Time) {
 	}
 	l.waiting = true
 	go func() {
-		q, token, err := l.w.client.Wait(l.bg, names, queue.MaxWait)
+		q, token, err := l.w.broker.Wait(l.bg, names, proto.MaxWait)
 		l.wakes <- wakeup{queue: q, token: token, err: err, on: on} // buffered 1: never blocks
 	}()
 }
@@ -305,7 +307,7 @@ const passOnTimeout = time.Second
 func (l *loop) wakeAnother(ctx context.Context, wu wakeup) {
 	ctx, cancel := context.WithTimeout(ctx, passOnTimeout)
 	defer cancel()
-	if err := l.w.client.Wake(ctx, wu.queue, wu.token); err != nil {
+	if err := l.w.broker.Wake(ctx, wu.queue, wu.token); err != nil {
 		l.log.LogAttrs(ctx, slog.LevelWarn, "cannot pass on a wake token", slog.String("error", err.Error()))
 	}
 }
@@ -314,7 +316,7 @@ func (l *loop) wakeAnother(ctx context.Context, wu wakeup) {
 // trip of the cancel. Notices missed while disconnected are caught by the heartbeat.
 func (l *loop) watchCancels(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := l.w.client.WatchCancels(ctx, func(n queue.CancelNotice) {
+		err := l.w.broker.WatchCancels(ctx, func(n proto.CancelNotice) {
 			l.postEvent(func() {
 				now := time.Now()
 				for _, r := range l.runs {
@@ -356,7 +358,7 @@ func (l *loop) handBackTry(runs []*run, tries int) {
 		defer cancel()
 		errs := make([]error, len(runs))
 		for i := len(runs) - 1; i >= 0; i-- {
-			errs[i] = l.w.client.HandBack(ctx, runs[i].job, 0)
+			errs[i] = l.w.broker.HandBack(ctx, runs[i].job, 0)
 		}
 		l.postEvent(func() {
 			l.calls--
@@ -426,7 +428,7 @@ func (l *loop) settleFailure(r *run, o outcome) {
 	switch {
 	case pp != nil || errors.As(o.err, &pp):
 		l.settleCall(r, func(ctx context.Context) (string, error) {
-			return "", l.w.client.Postpone(ctx, r.job, pp.after, pp.reason)
+			return "", l.w.broker.Postpone(ctx, r.job, pp.after, pp.reason)
 		}, func(_ string, err error) {
 			if err == nil {
 				level := slog.LevelInfo
@@ -439,7 +441,7 @@ func (l *loop) settleFailure(r *run, o outcome) {
 		})
 	case errors.Is(o.cause, errShutdown):
 		l.settleCall(r, func(ctx context.Context) (string, error) {
-			return "", l.w.client.HandBack(ctx, r.job, 0)
+			return "", l.w.broker.HandBack(ctx, r.job, 0)
 		}, func(_ string, err error) {
 			if err == nil {
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job handed back: worker is shutting down")
@@ -467,14 +469,14 @@ func (l *loop) fail(r *run, o outcome) {
 	case errors.Is(o.cause, errLeaseExpiring):
 		err = fmt.Errorf("%w: %w", errLeaseExpiring, err)
 	}
-	retryIn := queue.NoRetry
+	retryIn := proto.NoRetry
 	if !IsSkipRetry(err) {
 		// A negative backoff means "at once", never "no retry".
 		retryIn = max(l.cfg.BackoffFunc(r.job, err), 0)
 	}
 	reason := err.Error()
 	l.settleCall(r, func(ctx context.Context) (string, error) {
-		state, err := l.w.client.Fail(ctx, r.job, reason, retryIn)
+		state, err := l.w.broker.Fail(ctx, r.job, reason, retryIn)
 		return string(state), err
 	}, func(state string, ferr error) {
 		if ferr != nil {

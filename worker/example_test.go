@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
-	"github.com/redis/go-redis/v9"
 )
 
 func ExampleMux() {

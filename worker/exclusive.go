@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -33,7 +34,7 @@ func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
 	if job.Exclusive == "" {
 		return e.next.Process(ctx, job)
 	}
-	lk, err := e.locker.TryLock(ctx, e.client.ExclusiveLock(job.Exclusive), e.ttl)
+	lk, err := e.locker.TryLock(ctx, proto.ExclusiveLock(e.client.Config().Prefix, job.Exclusive), e.ttl)
 	if err != nil {
 		reason := fmt.Sprintf("exclusive key %q is held by another job", job.Exclusive)
 		if !errors.Is(err, lock.ErrHeld) {

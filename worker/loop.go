@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -343,7 +344,7 @@ func (l *loop) exchange(now time.Time) {
 			total += q.weight
 		}
 	}
-	for range min(want, queue.MaxBatch) {
+	for range min(want, proto.MaxBatch) {
 		if total == 0 {
 			break
 		}
@@ -393,7 +394,7 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 		delete(q.replies, q.placed+1)
 		q.placed++
 		for _, j := range rep.jobs {
-			got = append(got, &run{job: j, q: q, renewed: rep.sent, index: -1})
+			got = append(got, &run{job: j, q: q, state: claimed, renewed: rep.sent, index: -1})
 		}
 	}
 	l.held -= len(got)
@@ -628,7 +629,7 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 	}
 	q.dry = false
 	l.answered(q, now)
-	if wu.token == queue.WakeScheduled {
+	if wu.token == proto.WakeScheduled {
 		q.nextPromote = now // it may be due sooner than planned
 		q.promoteAsked = q.maintaining
 	}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // metrics are the worker's Prometheus series. A nil *metrics (no Config.Registerer) is

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/redis/go-redis/v9"
 )
 
 // proxiedClient is a queue client whose connections go through a proxy to the shared
@@ -204,7 +206,7 @@ func TestScheduledWakeDuringPromotionIsKept(t *testing.T) {
 	startedAt := make(chan time.Time, 1)
 	// The worker's first promotion, as it starts, is held 800ms (its script loaded first,
 	// so that it runs in Redis at once: only its reply waits).
-	if _, _, err := direct.Promote(ctx, queue.DefaultQueue); err != nil {
+	if _, _, err := broker.Of(direct).Promote(ctx, queue.DefaultQueue); err != nil {
 		t.Fatal(err)
 	}
 	p.HoldReply([]byte("}:scheduled"), 800*time.Millisecond)

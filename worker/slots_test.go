@@ -190,7 +190,7 @@ func TestHandlerContextHasTheJobsDeadline(t *testing.T) {
 }
 
 // An idle worker wakes on its own timer for delayed jobs, not at the end of its blocking
-// wait (queue.MaxWait, 1s): a regression here shows as lateness of hundreds of ms.
+// wait (proto.MaxWait, 1s): a regression here shows as lateness of hundreds of ms.
 func TestIdleWorkerStartsDelayedJobsOnTime(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
@@ -220,6 +220,6 @@ func TestIdleWorkerStartsDelayedJobsOnTime(t *testing.T) {
 	// Loose for a loaded machine (typical lateness is a few ms), tight enough to catch a
 	// worker that waits for its blocking wait to time out.
 	if median := late[len(late)/2]; median > 200*time.Millisecond {
-		t.Errorf("median lateness %s of %v, want well under queue.MaxWait", median, late)
+		t.Errorf("median lateness %s of %v, want well under proto.MaxWait", median, late)
 	}
 }

@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/ident"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for Config's zero fields.
@@ -111,6 +113,7 @@ func (c Config) validate() error {
 // Worker claims jobs from its queues and runs them with its Handler.
 type Worker struct {
 	client *queue.Client
+	broker broker.Broker // client's worker side
 	locker *lock.Locker
 	cfg    Config
 	log    *slog.Logger
@@ -132,7 +135,8 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{client: client, locker: lock.New(client.Redis()), cfg: cfg}
+	b := broker.Of(client)
+	w := &Worker{client: client, broker: b, locker: lock.New(b.Redis()), cfg: cfg}
 	w.log = cfg.Logger.With(slog.String(attrWorker, cfg.ID))
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -249,7 +250,7 @@ func TestCrashedWorkersJobIsRecovered(t *testing.T) {
 	c := newClient(t)
 	id := enqueue(t, c, "x", "")
 	// A worker that claims and then dies: it never heartbeats, acks or hands back.
-	if jobs, err := c.Claim(ctx, "default", 1, 200*time.Millisecond, "dead-worker"); err != nil || len(jobs) != 1 {
+	if jobs, err := broker.Of(c).Claim(ctx, "default", 1, 200*time.Millisecond, "dead-worker"); err != nil || len(jobs) != 1 {
 		t.Fatalf("Claim() = %v, %v", jobs, err)
 	}
 	startWorker(t, c, Config{Lease: 200 * time.Millisecond,

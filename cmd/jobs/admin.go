@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // locate returns the queue of job id: --queue when given, else the one queue holding it
@@ -132,7 +134,7 @@ func retryCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			if all {
 				q := c.String("queue")
 				if err := requireQueue(c, client, q); err != nil {
@@ -179,7 +181,7 @@ func cancelCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			q, err := locate(c, client, id)
 			if err != nil {
 				return err
@@ -211,7 +213,7 @@ func pauseCommands(e *env) []*cli.Command {
 				if err != nil {
 					return err
 				}
-				defer client.Redis().Close()
+				defer broker.Of(client).Redis().Close()
 				q := c.Args().First()
 				if err := requireQueue(c, client, q); err != nil {
 					return err
@@ -255,7 +257,7 @@ func purgeCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			q := c.Args().First()
 			if err := requireQueue(c, client, q); err != nil {
 				return err

@@ -16,9 +16,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // Exit codes: the CLI contract.

@@ -7,8 +7,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/jobs-dev/jobs/internal/bench"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/bench"
+	"github.com/jobs-dev/jobs/internal/broker"
 )
 
 func benchCommand(e *env) *cli.Command {
@@ -35,12 +37,12 @@ func benchCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			var progress io.Writer
 			if f, ok := e.stderr.(*os.File); ok && isTerminal(f) {
 				progress = f
 			}
-			rec, err := bench.Run(c.Context, client.Redis(), c.String("prefix"), bench.Options{
+			rec, err := bench.Run(c.Context, broker.Of(client).Redis(), c.String("prefix"), bench.Options{
 				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
 				Payload: c.Int("payload"), Progress: progress,
 			})

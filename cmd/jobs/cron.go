@@ -6,9 +6,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jobs-dev/jobs/cron"
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/cron"
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 func cronCommand(e *env) *cli.Command {
@@ -48,7 +50,7 @@ func cronCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					defer client.Redis().Close()
+					defer broker.Of(client).Redis().Close()
 					err = cron.NewStore(client).Add(c.Context, entry)
 					if errors.Is(err, queue.ErrInvalid) || errors.Is(err, queue.ErrPayloadTooLarge) {
 						// The job the entry would enqueue is refused: bad usage, like a bad spec.
@@ -67,7 +69,7 @@ func cronCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					defer client.Redis().Close()
+					defer broker.Of(client).Redis().Close()
 					store := cron.NewStore(client)
 					entries, listErr := store.List(c.Context)
 					if entries == nil && listErr != nil {
@@ -133,7 +135,7 @@ func cronCommand(e *env) *cli.Command {
 					if err != nil {
 						return err
 					}
-					defer client.Redis().Close()
+					defer broker.Of(client).Redis().Close()
 					err = cron.NewStore(client).Remove(c.Context, c.Args().First())
 					if errors.Is(err, cron.ErrNotFound) {
 						return fmt.Errorf("no cron entry named %q (jobs cron ls lists them)", c.Args().First())

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestCronAddLsRm(t *testing.T) {

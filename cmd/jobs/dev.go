@@ -9,12 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+
 	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/internal/devserver"
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
-	"github.com/redis/go-redis/v9"
-	"github.com/urfave/cli/v2"
 )
 
 func devCommand(e *env) *cli.Command {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 )
 
 // The oldest Redis the scripts run on: RPOP with a count (claim.lua) and fractional BLPOP
@@ -35,8 +37,8 @@ func doctorCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
-			checks := diagnoseAll(c.Context, client.Redis())
+			defer broker.Of(client).Redis().Close()
+			checks := diagnoseAll(c.Context, broker.Of(client).Redis())
 			failed := 0
 			for _, ch := range checks {
 				fmt.Fprintf(e.stdout, "%-5s %s\n", ch.level, ch.msg)

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/internal/devserver"
 	"github.com/jobs-dev/jobs/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestDoctor(t *testing.T) {

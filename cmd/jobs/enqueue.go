@@ -6,8 +6,10 @@ import (
 	"io"
 	"time"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 func enqueueCommand(e *env) *cli.Command {
@@ -46,7 +48,7 @@ func enqueueCommand(e *env) *cli.Command {
 				if err != nil {
 					return err
 				}
-				defer client.Redis().Close()
+				defer broker.Of(client).Redis().Close()
 				return enqueueFile(c, e, client, c.String("file"))
 			}
 			if c.NArg() < 1 || c.NArg() > 2 {
@@ -91,7 +93,7 @@ func enqueueCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			id, err := client.Enqueue(c.Context, typ, payload, opts...)
 			if errors.Is(err, queue.ErrDuplicate) {
 				fmt.Fprintln(e.stdout, id)

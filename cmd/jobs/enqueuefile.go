@@ -12,8 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // fileJob is one line of `jobs enqueue --file`: the flags of `jobs enqueue`, as JSON.

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +24,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
-	"github.com/redis/go-redis/v9"
 )
 
 // childRedis opens Redis the way the CLI does (openRedis): fail fast on a dial, retry a
@@ -305,13 +305,4 @@ func runCounts(ctx context.Context, rdb *redis.Client, prefix string) map[string
 		out[id], _ = strconv.Atoi(v)
 	}
 	return out
-}
-
-// median of durations (sorted in place).
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	return ds[len(ds)/2]
 }

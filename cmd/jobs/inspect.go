@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 )
 
 func inspectCommand(e *env) *cli.Command {
@@ -32,7 +34,7 @@ func inspectCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			job, err := findJob(c, client, id)
 			if err != nil {
 				return err

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 func lsCommand(e *env) *cli.Command {
@@ -40,7 +42,7 @@ func lsCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			q := c.Args().First()
 			jobs, err := client.List(c.Context, q, state, c.Int("offset"), c.Int("limit"))
 			if errors.Is(err, queue.ErrNotFound) {

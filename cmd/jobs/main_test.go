@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
 )
 
 // TestMain doubles as the entry point of child processes: fault tests re-run this test

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 var metricsFlag = &cli.StringFlag{Name: "metrics", Usage: "serve Prometheus /metrics and /healthz on ADDR (a bare port binds 127.0.0.1)"}
@@ -81,7 +83,7 @@ func startMetrics(addr string, client *queue.Client, log *slog.Logger) (promethe
 	}
 	reg := newRegistry()
 	stop, err := serveMetrics(addr, reg, func(ctx context.Context) error {
-		return client.Redis().Ping(ctx).Err()
+		return broker.Of(client).Redis().Ping(ctx).Err()
 	}, log)
 	if err != nil {
 		return nil, nil, err

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestNetworkCutAndStall runs 4,300 jobs on 3 worker processes that reach Redis through
@@ -130,8 +132,8 @@ func TestNetworkCutAndStall(t *testing.T) {
 	}
 	res = append(res, more...)
 	waitFor(t, 15*time.Second, "the stalled worker finishes jobs again", func() bool {
-		for _, id := range rdb.ZRangeByScore(ctx, k.key("done"), &redis.ZRangeBy{
-			Min: strconv.FormatInt(resumed.UnixMilli(), 10), Max: "+inf"}).Val() {
+		for _, id := range rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.key("done"), ByScore: true,
+			Start: strconv.FormatInt(resumed.UnixMilli(), 10), Stop: "+inf"}).Val() {
 			if rdb.HGet(ctx, k.job(id), "worker").Val() == "net0" {
 				return true
 			}
@@ -325,11 +327,11 @@ func TestEnqueueReplyLost(t *testing.T) {
 				t.Errorf("%s: err %v, ready %v; want no error and the ID once in ready", tc.name, err, ready)
 			}
 			// One run: one claim gets the job, a second finds nothing, the ack holds.
-			first, _ := client.Claim(ctx, queue.DefaultQueue, 1, time.Minute, "w1")
-			second, _ := client.Claim(ctx, queue.DefaultQueue, 1, time.Minute, "w2")
+			first, _ := broker.Of(client).Claim(ctx, queue.DefaultQueue, 1, time.Minute, "w1")
+			second, _ := broker.Of(client).Claim(ctx, queue.DefaultQueue, 1, time.Minute, "w2")
 			if len(first) != 1 || len(second) != 0 || first[0].ID != id {
 				t.Errorf("%s: claims %v then %v; want the job claimed once", tc.name, first, second)
-			} else if err := client.Ack(ctx, first[0], nil); err != nil {
+			} else if err := broker.Of(client).Ack(ctx, first[0], nil); err != nil {
 				t.Errorf("%s: ack of the one claim: %v; want nil", tc.name, err)
 			}
 		}
@@ -354,15 +356,15 @@ func TestAckReplyLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	jobs, err := client.Claim(ctx, queue.DefaultQueue, 2, time.Minute, "w1")
+	jobs, err := broker.Of(client).Claim(ctx, queue.DefaultQueue, 2, time.Minute, "w1")
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("Claim(2) = %v, %v", jobs, err)
 	}
-	if err := client.Ack(ctx, jobs[0], nil); err != nil { // loads the script: the cut hits EVALSHA
+	if err := broker.Of(client).Ack(ctx, jobs[0], nil); err != nil { // loads the script: the cut hits EVALSHA
 		t.Fatal(err)
 	}
 	p.CutAfterRequest([]byte("EVALSHA"))
-	err = client.Ack(ctx, jobs[1], []byte("result"))
+	err = broker.Of(client).Ack(ctx, jobs[1], []byte("result"))
 	got, gerr := client.Get(ctx, queue.DefaultQueue, jobs[1].ID)
 	st, _ := client.Stats(ctx)
 	t.Logf("FIGURES ack reply lost: Ack returned %v; job %s; processed today %d", err, got.State, st[0].ProcessedToday)

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestRedisRestart SIGKILLs a redis-server that persists with appendonly under a steady

@@ -3,8 +3,10 @@ package main
 import (
 	"log/slog"
 
-	"github.com/jobs-dev/jobs/cron"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/cron"
+	"github.com/jobs-dev/jobs/internal/broker"
 )
 
 func schedulerCommand(e *env) *cli.Command {
@@ -39,7 +41,7 @@ func schedulerCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			reg, stop, err := startMetrics(c.String("metrics"), client, logger)
 			if err != nil {
 				return err

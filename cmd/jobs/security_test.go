@@ -20,9 +20,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
-	"github.com/redis/go-redis/v9"
 )
 
 // writeCerts makes a CA, a server certificate for 127.0.0.1 and a client certificate,
@@ -207,19 +210,19 @@ func aclCancelNotice(t *testing.T, srv *redistest.Server, admin *redis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.WatchCancels(ctx, func(queue.CancelNotice) {}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+	if err := broker.Of(other).WatchCancels(ctx, func(proto.CancelNotice) {}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Errorf("WatchCancels(prefix other) as the ACL user = %v, want NOPERM", err)
 	}
-	notices := make(chan queue.CancelNotice, 1)
+	notices := make(chan proto.CancelNotice, 1)
 	done := make(chan error, 1)
-	go func() { done <- c.WatchCancels(ctx, func(n queue.CancelNotice) { notices <- n }) }()
+	go func() { done <- broker.Of(c).WatchCancels(ctx, func(n proto.CancelNotice) { notices <- n }) }()
 	waitFor(t, 5*time.Second, "WatchCancels subscribed as the ACL user", func() bool {
 		return admin.PubSubNumSub(ctx, "jobs:cancel").Val()["jobs:cancel"] == 1
 	})
 	if _, err := c.Enqueue(ctx, "acl-cancel", nil, queue.On("acl")); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := c.Claim(ctx, "acl", 1, time.Minute, "w")
+	jobs, err := broker.Of(c).Claim(ctx, "acl", 1, time.Minute, "w")
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("Claim() as the ACL user = %d jobs, %v", len(jobs), err)
 	}

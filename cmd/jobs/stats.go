@@ -8,8 +8,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 func statsCommand(e *env) *cli.Command {
@@ -31,7 +33,7 @@ func statsCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			tty := false
 			if f, ok := e.stdout.(*os.File); ok {
 				tty = isTerminal(f)

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
-	"github.com/urfave/cli/v2"
 )
 
 func workerCommand(e *env) *cli.Command {
@@ -77,7 +79,7 @@ func workerCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer client.Redis().Close()
+			defer broker.Of(client).Redis().Close()
 			if err := checkRunTypes(client, mux); err != nil {
 				return err
 			}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

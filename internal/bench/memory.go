@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/broker"
 )
 
 // memory measures Redis's used_memory growth per pending job: N jobs enqueued in batches
@@ -19,7 +21,7 @@ func (b *bench) memory(ctx context.Context) (Record, error) {
 	if err := b.warmUp(ctx); err != nil {
 		return Record{}, err
 	}
-	rdb := b.client.Redis()
+	rdb := broker.Of(b.client).Redis()
 	before, err := usedMemory(ctx, rdb)
 	if err != nil {
 		return Record{}, err

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobs-dev/jobs/queue"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // TestLifecycleScriptsRun walks a job through every transition on the in-memory server:
@@ -33,7 +36,7 @@ func TestLifecycleScriptsRun(t *testing.T) {
 	}
 	claim := func(lease time.Duration) *queue.Job {
 		t.Helper()
-		jobs, err := c.Claim(ctx, "default", 5, lease, "w")
+		jobs, err := broker.Of(c).Claim(ctx, "default", 5, lease, "w")
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("Claim() = %d jobs, %v; want 1", len(jobs), err)
 		}
@@ -50,39 +53,39 @@ func TestLifecycleScriptsRun(t *testing.T) {
 	step("enqueue batch", err)
 
 	j := claim(time.Second)
-	lost, _, err := c.Heartbeat(ctx, "default", time.Second, []*queue.Job{j})
+	lost, _, err := broker.Of(c).Heartbeat(ctx, "default", time.Second, []*queue.Job{j})
 	if err != nil || len(lost) != 0 {
 		t.Fatalf("Heartbeat() = %v, %v", lost, err)
 	}
-	step("ack", c.Ack(ctx, j, []byte("r")))
-	if q, token, err := c.Wait(ctx, []string{"default"}, 100*time.Millisecond); err != nil || q != "default" || token != queue.WakeScheduled {
+	step("ack", broker.Of(c).Ack(ctx, j, []byte("r")))
+	if q, token, err := broker.Of(c).Wait(ctx, []string{"default"}, 100*time.Millisecond); err != nil || q != "default" || token != proto.WakeScheduled {
 		t.Fatalf("Wait() = %q, %q, %v; want the delayed job's token from default", q, token, err)
 	}
 
 	time.Sleep(60 * time.Millisecond)
-	moved, next, err := c.Promote(ctx, "default")
+	moved, next, err := broker.Of(c).Promote(ctx, "default")
 	if err != nil || moved != 1 || next >= 0 {
 		t.Fatalf("Promote() = %d, %s, %v; want 1 moved, nothing left", moved, next, err)
 	}
 	j = claim(time.Second)
-	state, err := c.Fail(ctx, j, "boom", 0)
+	state, err := broker.Of(c).Fail(ctx, j, "boom", 0)
 	if err != nil || state != queue.StateRetry {
 		t.Fatalf("Fail() = %s, %v", state, err)
 	}
-	c.Promote(ctx, "default")
+	broker.Of(c).Promote(ctx, "default")
 	j = claim(time.Second)
-	step("hand back", c.HandBack(ctx, j, 0))
+	step("hand back", broker.Of(c).HandBack(ctx, j, 0))
 	j = claim(10 * time.Millisecond)
 	time.Sleep(20 * time.Millisecond)
-	if n, err := c.Reap(ctx, "default"); err != nil || n != 1 {
+	if n, err := broker.Of(c).Reap(ctx, "default"); err != nil || n != 1 {
 		t.Fatalf("Reap() = %d, %v; want 1", n, err)
 	}
-	if err := c.Ack(ctx, j, nil); !errors.Is(err, queue.ErrLeaseLost) {
+	if err := broker.Of(c).Ack(ctx, j, nil); !errors.Is(err, queue.ErrLeaseLost) {
 		t.Fatalf("stale Ack() err = %v, want ErrLeaseLost", err)
 	}
-	c.Promote(ctx, "default")
+	broker.Of(c).Promote(ctx, "default")
 	j = claim(time.Second)
-	state, err = c.Fail(ctx, j, "fatal", queue.NoRetry)
+	state, err = broker.Of(c).Fail(ctx, j, "fatal", proto.NoRetry)
 	if err != nil || state != queue.StateDead {
 		t.Fatalf("Fail(NoRetry) = %s, %v", state, err)
 	}
@@ -108,9 +111,9 @@ func TestCancelNoticeFromScript(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	notices := make(chan queue.CancelNotice, 1)
+	notices := make(chan proto.CancelNotice, 1)
 	done := make(chan error, 1)
-	go func() { done <- c.WatchCancels(ctx, func(n queue.CancelNotice) { notices <- n }) }()
+	go func() { done <- broker.Of(c).WatchCancels(ctx, func(n proto.CancelNotice) { notices <- n }) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for rdb.PubSubNumSub(ctx, "jobs:cancel").Val()["jobs:cancel"] != 1 {
 		if time.Now().After(deadline) {
@@ -121,7 +124,7 @@ func TestCancelNoticeFromScript(t *testing.T) {
 	if _, err := c.Enqueue(ctx, "a", nil); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := c.Claim(ctx, "default", 1, time.Minute, "w")
+	jobs, err := broker.Of(c).Claim(ctx, "default", 1, time.Minute, "w")
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("Claim() = %d jobs, %v; want 1", len(jobs), err)
 	}
@@ -130,13 +133,13 @@ func TestCancelNoticeFromScript(t *testing.T) {
 	}
 	select {
 	case n := <-notices:
-		if want := (queue.CancelNotice{Queue: "default", ID: jobs[0].ID}); n != want {
+		if want := (proto.CancelNotice{Queue: "default", ID: jobs[0].ID}); n != want {
 			t.Errorf("notice = %+v, want %+v", n, want)
 		}
 	case <-time.After(time.Second):
 		t.Fatal("no cancel notice within 1s")
 	}
-	if err := c.Ack(ctx, jobs[0], nil); !errors.Is(err, queue.ErrCancelled) {
+	if err := broker.Of(c).Ack(ctx, jobs[0], nil); !errors.Is(err, queue.ErrCancelled) {
 		t.Errorf("Ack(cancelled) err = %v, want ErrCancelled", err)
 	}
 	cancel()

@@ -1,0 +1,56 @@
+// Package broker gives the packages that run jobs (worker, cron, the CLI, the benchmark)
+// a queue.Client's worker side: the transitions of claimed jobs, the waits on wake lists
+// and the cancel notices. Package queue implements it on an unexported type, so that
+// applications see only Enqueue and the admin calls; each method's contract is documented
+// where it is implemented (queue/lifecycle.go, queue/wait.go, queue/cancelwatch.go).
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// Broker is a queue.Client's worker side.
+type Broker interface {
+	// Redis returns the client's Redis connection.
+	Redis() redis.UniversalClient
+
+	// Claim takes up to n ready jobs (at most proto.MaxBatch) under a lease for worker.
+	Claim(ctx context.Context, queue string, n int, lease time.Duration, worker string) ([]*queue.Job, error)
+	// AckClaim acknowledges finished jobs with their results, then claims up to n more, in
+	// one round trip. acked has an entry per finished job: nil, ErrCancelled or
+	// ErrLeaseLost.
+	AckClaim(ctx context.Context, queue string, finished []*queue.Job, results [][]byte, n int,
+		lease time.Duration, worker string) (acked []error, claimed []*queue.Job, err error)
+	// Ack marks one claimed job done with result.
+	Ack(ctx context.Context, job *queue.Job, result []byte) error
+	// Heartbeat renews the leases of jobs, returning the lease tokens lost and cancelled.
+	Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*queue.Job) (lost, cancelled []string, err error)
+	// Fail records a failed attempt: retry after retryIn, or dead (proto.NoRetry: dead now).
+	Fail(ctx context.Context, job *queue.Job, reason string, retryIn time.Duration) (queue.State, error)
+	// HandBack gives a claimed job back unrun: to the head of ready, or after a delay.
+	HandBack(ctx context.Context, job *queue.Job, after time.Duration) error
+	// Postpone gives a claimed job back unrun to run after a positive delay, with a reason.
+	Postpone(ctx context.Context, job *queue.Job, after time.Duration, reason string) error
+	// Promote moves due scheduled and retry jobs to ready; next is the wait until the
+	// next one is due (0: more are due now; negative: none waiting).
+	Promote(ctx context.Context, queue string) (moved int, next time.Duration, err error)
+	// Reap puts back the jobs whose lease expired.
+	Reap(ctx context.Context, queue string) (int, error)
+	// Wait blocks for a wake token on one of queues, at most proto.MaxWait.
+	Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error)
+	// Wake pushes a wake token back on a queue's wake list.
+	Wake(ctx context.Context, queue, token string) error
+	// WatchCancels calls fn for each cancel of an active job until ctx is done.
+	WatchCancels(ctx context.Context, fn func(proto.CancelNotice)) error
+}
+
+// Of returns client's worker side.
+func Of(client *queue.Client) Broker {
+	return proto.BrokerOf(client).(Broker)
+}
