@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -131,5 +132,28 @@ func TestJobsDueTogetherRunInEnqueueOrder(t *testing.T) {
 		if j.ID != want[i] {
 			t.Fatalf("claimed job %d = %s, want %s (enqueue order)", i, j.ID, want[i])
 		}
+	}
+}
+
+// An ID, type or key that is not valid UTF-8 is refused: --json output would print it
+// with U+FFFD for the bad bytes, a name that finds nothing when given back.
+func TestNamesMustBeUTF8(t *testing.T) {
+	c := setup(t, Config{})
+	for _, tc := range []struct {
+		typ  string
+		opts []Option
+	}{
+		{"t", []Option{ID("a\xffb")}},
+		{"t\xfe", nil},
+		{"t", []Option{Unique(time.Minute), UniqueKey("k\xff")}},
+		{"t", []Option{Exclusive("\xc3")}},
+	} {
+		if _, err := c.Enqueue(ctx, tc.typ, nil, tc.opts...); !errors.Is(err, ErrInvalid) ||
+			!strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("Enqueue(%q, %d options) err = %v, want ErrInvalid naming UTF-8", tc.typ, len(tc.opts), err)
+		}
+	}
+	if n, _ := c.rdb.LLen(ctx, c.keys.queue("default").ready).Result(); n != 0 {
+		t.Errorf("%d jobs written by refused enqueues", n)
 	}
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults for a job's settings when no option gives them.
@@ -189,6 +190,11 @@ func validateType(typ string) error {
 // printable rejects whitespace and control characters, which would make the value
 // ambiguous in redis-cli output, logs and `jobs ls` tables.
 func printable(what, s string) error {
+	if !utf8.ValidString(s) {
+		// JSON (jobs ls --json, the dashboard) would print it with U+FFFD in place of the
+		// bad bytes: a name no one could give back to find the job.
+		return invalid("%s %q is not valid UTF-8", what, s)
+	}
 	for _, r := range s {
 		if r <= ' ' || r == 0x7f {
 			return invalid("%s %q: no spaces or control characters allowed", what, s)

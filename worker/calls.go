@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/errtext"
 	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -491,7 +492,7 @@ func (l *loop) fail(r *run, o outcome) {
 			outcome, level = outcomeDead, slog.LevelError
 		}
 		l.w.metrics.observe(r.job, outcome, o.took)
-		attrs := []slog.Attr{slog.String("error", firstLine(reason)), slog.String("now", state)}
+		attrs := []slog.Attr{slog.String("error", errtext.Summary(reason)), slog.String("now", state)}
 		if state == string(queue.StateRetry) {
 			attrs = append(attrs, slog.Duration("retry_in", retryIn))
 		}
@@ -580,13 +581,4 @@ func (l *loop) reportError(job *queue.Job, err error) {
 func (l *loop) jobLog(job *queue.Job) *slog.Logger {
 	return l.log.With(slog.String(attrJobID, job.ID), slog.String(attrJobType, job.Type),
 		slog.String(attrQueue, job.Queue), slog.Int(attrAttempt, job.Attempt))
-}
-
-func firstLine(s string) string {
-	for i, c := range s {
-		if c == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }

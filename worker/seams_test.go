@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -227,5 +229,45 @@ func TestScheduledWakeDuringPromotionIsKept(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("job did not start")
+	}
+}
+
+// The log line of a failed attempt shows the last line of a multi-line error (an exec
+// handler's stderr tail ends with the program's own message), as `jobs ls` does; it used
+// to show the first.
+func TestFailedJobLogShowsLastLineOfError(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	logger, lc := countingLogger(t, `error="error: disk full"`)
+	startWorker(t, c, Config{Logger: logger, Queues: map[string]int{"default": 1},
+		Handler: HandlerFunc(func(context.Context, *queue.Job) error {
+			return SkipRetry(errors.New("exit status 1\nstderr:\nwarming up\nerror: disk full"))
+		})})
+	id, err := c.Enqueue(ctx, "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, "default", id, queue.StateDead, 5*time.Second)
+	if lc.n.Load() == 0 {
+		t.Errorf("no log record shows the error's last line")
+	}
+}
+
+// Queue weights are bounded: two weights near MaxInt64 overflowed the total and panicked
+// the worker's first claim.
+func TestQueueWeightsBounded(t *testing.T) {
+	c := newClient(t)
+	for _, qs := range []map[string]int{
+		{"a": math.MaxInt64, "b": math.MaxInt64},
+		{"a": MaxWeight + 1},
+		{"a": 0},
+	} {
+		if _, err := New(c, Config{Handler: HandlerFunc(noop), Queues: qs}); err == nil ||
+			!strings.Contains(err.Error(), "weight") {
+			t.Errorf("New(Queues: %v) err = %v, want a weight error", qs, err)
+		}
+	}
+	if _, err := New(c, Config{Handler: HandlerFunc(noop), Queues: map[string]int{"a": MaxWeight, "b": 1}}); err != nil {
+		t.Errorf("New(weights %d and 1) = %v", MaxWeight, err)
 	}
 }

@@ -26,13 +26,18 @@ const (
 	DefaultAbandonGrace    = 5 * time.Second
 )
 
+// MaxWeight is the largest weight of a queue in Config.Queues. The worker draws each
+// claim with probability weight/total, so the total must not overflow (two weights near
+// MaxInt64 panicked a worker); 1000 to 1 is a finer ratio than any deployment needs.
+const MaxWeight = 1000
+
 // Config configures a Worker. Zero fields mean their documented defaults.
 type Config struct {
 	// Handler runs the jobs, usually a *Mux. Required.
 	Handler Handler
 	// Queues maps each queue to work on to its weight: a queue of weight 3 gets about three
 	// times the claims of a queue of weight 1 while both have jobs, and no queue starves.
-	// Default: {"default": 1}.
+	// Weights are 1 to MaxWeight. Default: {"default": 1}.
 	Queues map[string]int
 	// Concurrency is how many jobs run at once. Default: 10.
 	Concurrency int
@@ -103,8 +108,8 @@ func (c Config) validate() error {
 		if err := queue.ValidateQueue(q); err != nil {
 			return fmt.Errorf("worker: Config.Queues: %w", err)
 		}
-		if w <= 0 {
-			return fmt.Errorf("worker: Config.Queues: weight %d of queue %q must be positive", w, q)
+		if w <= 0 || w > MaxWeight {
+			return fmt.Errorf("worker: Config.Queues: weight %d of queue %q must be from 1 to %d", w, q, MaxWeight)
 		}
 	}
 	return nil

@@ -134,8 +134,8 @@ func TestQueueFlagBounds(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"worker", "--run", "t=true", "--queue", "a=" + big, "--queue", "b=" + big}, "at most 1000"},
-		{[]string{"worker", "--run", "t=true", "--queue", "a=1001"}, "at most 1000"},
+		{[]string{"worker", "--run", "t=true", "--queue", "a=" + big, "--queue", "b=" + big}, "from 1 to 1000"},
+		{[]string{"worker", "--run", "t=true", "--queue", "a=1001"}, "from 1 to 1000"},
 		{[]string{"worker", "--run", "t=true", "--queue", "-x"}, "'-'"},
 		{[]string{"worker", "--run", "t=true", "--queue=-x=2"}, "'-'"},
 		{[]string{"enqueue", "--queue", "-x", "t"}, "'-'"},
@@ -195,7 +195,7 @@ func TestRunTypeValidated(t *testing.T) {
 				run, code, exited, out)
 		}
 	}
-	out := watchedProcess(t, p, "worker", "--run", "b=true", "--run", "a:x=true")
+	_, out := watchedProcess(t, p, "worker", "--run", "b=true", "--run", "a:x=true")
 	waitFor(t, 5*time.Second, "a log line naming the types a:x and b", func() bool {
 		return strings.Contains(out.String(), "types=a:x,b")
 	})
@@ -203,7 +203,7 @@ func TestRunTypeValidated(t *testing.T) {
 
 // watchedProcess starts the CLI as a child process (as jobsProcess does) whose output can
 // be read while it runs.
-func watchedProcess(t *testing.T, prefix string, args ...string) *lockedBuffer {
+func watchedProcess(t *testing.T, prefix string, args ...string) (*exec.Cmd, *lockedBuffer) {
 	t.Helper()
 	full := append([]string{"--redis", "redis://" + redistest.Shared(t).Addr, "--prefix", prefix}, args...)
 	cmd := exec.Command(os.Args[0])
@@ -214,5 +214,5 @@ func watchedProcess(t *testing.T, prefix string, args ...string) *lockedBuffer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return out
+	return cmd, out
 }

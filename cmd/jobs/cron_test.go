@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,10 +95,19 @@ func TestSchedulerProcessesFireEachTickOnce(t *testing.T) {
 	p := redistest.Prefix(t)
 	var started []*procHandle
 	for range 3 {
-		cmd, out := jobsProcess(t, p, "scheduler", "--log-level", "warn", "--cron", "tick '@every 1s' t")
+		cmd, out := watchedProcess(t, p, "scheduler", "--log-level", "info", "--cron", "tick '@every 1s' t")
 		started = append(started, &procHandle{cmd: cmd, out: out})
 	}
-	time.Sleep(700 * time.Millisecond) // let them start (and connect)
+	// Every tick from the one after all three run must be fired once: wait for them to
+	// start rather than guess how long a loaded machine takes.
+	waitFor(t, 20*time.Second, "three schedulers started", func() bool {
+		for _, h := range started {
+			if !strings.Contains(h.out.String(), "scheduler started") {
+				return false
+			}
+		}
+		return true
+	})
 	from := time.Now().Unix() + 1
 	time.Sleep(2500 * time.Millisecond)
 	started[0].cmd.Process.Kill()
@@ -134,7 +142,7 @@ func TestSchedulerProcessesFireEachTickOnce(t *testing.T) {
 
 type procHandle struct {
 	cmd *exec.Cmd
-	out *bytes.Buffer
+	out *lockedBuffer
 }
 
 // TestCronAddOnFullRedis: `cron add` on a Redis at maxmemory with noeviction says in one

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/internal/errtext"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -61,7 +62,7 @@ func lsCommand(e *env) *cli.Command {
 			fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tATTEMPT\tCREATED\tRUN AT\tLAST ERROR")
 			for _, j := range jobs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", clean(j.ID, false), clean(j.Type, false), j.State, j.Attempt,
-					j.MaxRetry+1, when(j.CreatedAt), when(j.RunAt), dash(truncate(clean(summary(j.LastError), false), 60)))
+					j.MaxRetry+1, when(j.CreatedAt), when(j.RunAt), dash(truncate(clean(errtext.Summary(j.LastError), false), 60)))
 			}
 			return tw.Flush()
 		},

@@ -93,19 +93,6 @@ func shown(s string) string {
 	return s
 }
 
-// summary is the one line of a job's last error that says most about it, for a table
-// cell: an exec handler's error ends with its stderr's tail, whose last line is usually
-// the program's own message ("error: disk full"), so that is the line shown; a panic's
-// first line holds the panic value, the lines after it the stack, so there the first.
-func summary(lastError string) string {
-	s := strings.TrimSpace(lastError)
-	first, _, multi := strings.Cut(s, "\n")
-	if !multi || strings.HasPrefix(s, "panic: ") {
-		return first
-	}
-	return strings.TrimSpace(s[strings.LastIndexByte(s, '\n')+1:])
-}
-
 // truncate cuts s to at most n bytes, on a rune boundary, marking the cut with "...".
 func truncate(s string, n int) string {
 	if len(s) <= n {

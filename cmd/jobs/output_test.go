@@ -28,7 +28,7 @@ func TestHumanOutputEscapesControlBytes(t *testing.T) {
 	r = jobs(t, p, "", "enqueue", "--queue", "f", "--max-retry", "0", "fail")
 	id := strings.TrimSpace(r.stdout)
 	script := `printf '\033]0;pwned\007first line\nmiddle\nlast \033[2J words\n' >&2; exit 1`
-	log := watchedProcess(t, p, "worker", "--queue", "f", "--run", "fail=sh -c \""+script+"\"")
+	_, log := watchedProcess(t, p, "worker", "--queue", "f", "--run", "fail=sh -c \""+script+"\"")
 	waitFor(t, 10*time.Second, "job dead", func() bool {
 		return strings.Contains(jobs(t, p, "", "inspect", "--json", id).stdout, `"state":"dead"`)
 	})

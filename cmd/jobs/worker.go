@@ -110,11 +110,6 @@ func workerCommand(e *env) *cli.Command {
 	}
 }
 
-// maxWeight bounds a --queue weight. The worker draws each claim with probability
-// weight/total, so the total must not overflow (two weights near MaxInt64 panicked it);
-// 1000 to 1 is a finer ratio than any deployment needs.
-const maxWeight = 1000
-
 // parseQueues reads --queue NAME[=WEIGHT] flags.
 func parseQueues(flags []string) (map[string]int, error) {
 	queues := map[string]int{}
@@ -126,8 +121,8 @@ func parseQueues(flags []string) (map[string]int, error) {
 		w := 1
 		if hasWeight {
 			n, err := strconv.Atoi(weight)
-			if err != nil || n <= 0 || n > maxWeight {
-				return nil, usagef("--queue %q: weight must be an integer from 1 to %d (at most %d)", f, maxWeight, maxWeight)
+			if err != nil || n <= 0 || n > worker.MaxWeight {
+				return nil, usagef("--queue %q: weight must be an integer from 1 to %d", f, worker.MaxWeight)
 			}
 			w = n
 		}
