@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/scripts"
 )
 
@@ -155,8 +154,8 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 		return nil, err
 	}
 	qk := c.keys.queue(queue)
-	args := append([]any{qk.jobPrefix, string(from)}, toAny(ids)...)
-	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake},
+	args := append([]any{qk.jobPrefix, string(from), c.eventsMax()}, toAny(ids)...)
+	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake, qk.events},
 		args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("retry in %s: %w", queue, err)
@@ -179,8 +178,8 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 		return "", err
 	}
 	qk := c.keys.queue(queue)
-	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead},
-		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue).Text()
+	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.events},
+		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue, c.eventsMax()).Text()
 	if err != nil {
 		return "", fmt.Errorf("cancel %s: %w", id, err)
 	}
@@ -207,28 +206,25 @@ func stateResult(op, id, res string) error {
 }
 
 // Pause stops workers from claiming the queue's jobs; enqueues go on being accepted.
+// Pausing a paused queue changes nothing.
 func (c *Client) Pause(ctx context.Context, queue string) error {
-	if err := ValidateQueue(queue); err != nil {
-		return err
-	}
-	if err := c.rdb.Set(ctx, c.keys.queue(queue).paused, "1", 0).Err(); err != nil {
-		return fmt.Errorf("pause %s: %w", queue, err)
-	}
-	return nil
+	return c.pause(ctx, "pause", queue, true)
 }
 
-// Resume lets workers claim the queue's jobs again, waking idle ones at once.
+// Resume lets workers claim the queue's jobs again, waking idle ones at once. Resuming a
+// queue that is not paused changes nothing.
 func (c *Client) Resume(ctx context.Context, queue string) error {
+	return c.pause(ctx, "resume", queue, false)
+}
+
+// pause runs pause.lua: the flag and its event (paused, resumed) change in one step.
+func (c *Client) pause(ctx context.Context, op, queue string, on bool) error {
 	if err := ValidateQueue(queue); err != nil {
 		return err
 	}
 	qk := c.keys.queue(queue)
-	pipe := c.rdb.TxPipeline()
-	pipe.Del(ctx, qk.paused)
-	pipe.LPush(ctx, qk.wake, proto.WakeReady)
-	pipe.LTrim(ctx, qk.wake, 0, 127)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("resume %s: %w", queue, err)
+	if err := c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events}, flag(on), c.eventsMax()).Err(); err != nil {
+		return fmt.Errorf("%s %s: %w", op, queue, err)
 	}
 	return nil
 }
@@ -262,7 +258,8 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	}
 	total := 0
 	for left > 0 {
-		n, err := c.run(ctx, scripts.Purge, []string{index}, qk.jobPrefix, min(left, 1000), string(state), maxScore).Int()
+		n, err := c.run(ctx, scripts.Purge, []string{index, qk.events}, qk.jobPrefix, min(left, 1000), string(state),
+			maxScore, c.eventsMax()).Int()
 		if err != nil {
 			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
 		}

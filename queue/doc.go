@@ -60,6 +60,16 @@
 // [Client.Stats] and [Client.Depths] count jobs per state; [Client.Get], [Client.Find] and
 // [Client.List] read them; [Client.Retry], [Client.RetryAllDead], [Client.Cancel],
 // [Client.Purge], [Client.Pause] and [Client.Resume] act on them. The `jobs` command
-// does the same from a shell. The data is plain Redis that redis-cli can read: KEYS.md
+// does the same from a shell. A [Job] carries its last attempts ([Attempt]: when, where,
+// how each ended).
+//
+// # Events
+//
+// Every transition appends one [Event] to its queue's capped stream in the same atomic
+// step ([Config].Events sets the cap, or turns events off), so an event exists exactly
+// for each change that committed, in commit order per queue. [Client.Events] follows the
+// streams of several queues (on a Redis Cluster too) and resumes from a cursor; a reader
+// that fell behind what the stream keeps gets a [GapError], never a silent loss.
+// [Client.Wait] returns a job once it is done or dead. `jobs tail` prints the events. The data is plain Redis that redis-cli can read: KEYS.md
 // in the repository documents every key.
 package queue

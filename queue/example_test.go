@@ -40,3 +40,48 @@ func ExampleClient_Enqueue() {
 	// email:welcome scheduled 5
 	// <nil> true
 }
+
+func ExampleClient_Events() {
+	ctx := context.Background()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-events"})
+	if err != nil {
+		panic(err)
+	}
+	id, _ := client.Enqueue(ctx, "report", nil)
+	_, _ = client.Cancel(ctx, "default", id)
+
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// "0": every event the stream still holds; "" for new ones only; an event's Cursor
+	// to resume after it.
+	n := 0
+	for ev, err := range client.Events(ctx, []string{"default"}, "0") {
+		if err != nil { // ctx's error, a Redis error, or a *GapError (errors.Is ErrEventsGap)
+			fmt.Println(err)
+			break
+		}
+		fmt.Println(ev.Name, ev.Type, ev.ID == id)
+		if n++; n == 2 {
+			break
+		}
+	}
+	// Output:
+	// enqueued report true
+	// cancelled report true
+}
+
+func ExampleClient_Wait() {
+	ctx := context.Background()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-wait"})
+	if err != nil {
+		panic(err)
+	}
+	id, _ := client.Enqueue(ctx, "report", nil)
+	_, _ = client.Cancel(ctx, "default", id)
+
+	// Wait returns when the job is done or dead: here at once, it is dead already.
+	job, err := client.Wait(ctx, "default", id)
+	fmt.Println(job.State, job.LastError, err)
+	// Output:
+	// dead cancelled by operator <nil>
+}

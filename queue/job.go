@@ -45,6 +45,9 @@ type Job struct {
 	// exclusive job whose lock was held, a type it has no handler for); those runs are
 	// not counted in Attempt.
 	Postponed int
+	// Attempts is the job's history: its last 10 attempts that ended, oldest first (see
+	// [Attempt]). A running attempt is not in it yet.
+	Attempts []Attempt
 
 	// Lease is the fencing token of the worker's claim, set on the copy a handler gets:
 	// the worker presents it with every report on the job. Empty when read back.
@@ -86,6 +89,8 @@ type jobFields struct {
 	// that field exists.
 	pieces []string
 	have   []bool
+	// attempts is the raw attempts field (JSON), decoded once every field is known.
+	attempts string
 }
 
 func (d *jobFields) set(k, v string) {
@@ -121,6 +126,8 @@ func (d *jobFields) set(k, v string) {
 		j.Postponed = atoi(v)
 	case "result":
 		j.Result = []byte(v)
+	case "attempts":
+		d.attempts = v
 	case "payload":
 		d.piece(0, v)
 	default:
@@ -147,6 +154,7 @@ func (d *jobFields) piece(i int, v string) {
 // done returns the Job with its payload: the pieces joined in order, up to the first
 // missing one (nil when there is no payload field).
 func (d *jobFields) done() *Job {
+	d.j.Attempts = attemptsOf(d.j, d.attempts)
 	if len(d.have) == 0 || !d.have[0] {
 		return d.j
 	}
@@ -212,6 +220,7 @@ type jobJSON struct {
 	ResultBase64  bool       `json:"result_base64,omitempty"`
 	Exclusive     string     `json:"exclusive,omitempty"`
 	Postponed     int        `json:"postponed"`
+	Attempts      []Attempt  `json:"attempts"`
 }
 
 // MarshalJSON renders the job in the CLI's JSON contract (see README).
@@ -222,6 +231,10 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		CreatedAt: jsonTime(j.CreatedAt), RunAt: jsonTime(j.RunAt),
 		StartedAt: jsonTime(j.StartedAt), FinishedAt: jsonTime(j.FinishedAt),
 		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive, Postponed: j.Postponed,
+		Attempts: j.Attempts,
+	}
+	if v.Attempts == nil {
+		v.Attempts = []Attempt{}
 	}
 	v.Payload, v.PayloadBase64 = text(j.Payload)
 	v.Result, v.ResultBase64 = text(j.Result)

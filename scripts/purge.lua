@@ -3,6 +3,8 @@
 --
 -- KEYS[1]  jobs:{q}:<state>      LIST (ready) or ZSET (scheduled, retry, done, dead): the
 --                                state's index
+-- KEYS[2]  jobs:{q}:events       STREAM one 'purged' entry per job deleted, so a reader
+--                                waiting for the job (Client.Wait) learns it is gone
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  limit                most jobs deleted in this call
 -- ARGV[3]  state                the state purged: a hash in another state (its ID was
@@ -11,6 +13,7 @@
 --                               highest score when the purge began, so jobs that enter the
 --                               set meanwhile, e.g. a poison job dying again, are spared
 --                               and the purge ends); "+inf" for no bound. Ignored for ready.
+-- ARGV[5]  events_max           the events stream keeps about this many entries (<= 0: none)
 -- Returns  the number of jobs deleted.
 -- Clock    none.
 -- Invariant only the given index and its jobs' hashes (and unique keys) are touched; active
@@ -27,8 +30,10 @@ else
 end
 for _, id in ipairs(ids) do
   if redis.call('HGET', prefix .. id, 'state') == state then
+    local typ = redis.call('HGET', prefix .. id, 'type')
     release_unique(prefix .. id, id)
     redis.call('DEL', prefix .. id)
+    event(KEYS[2], tonumber(ARGV[5]), 'purged', id, typ, 0, '', '')
   end
 end
 return #ids

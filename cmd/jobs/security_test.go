@@ -126,7 +126,8 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+hget +hmget +hgetall +hset +hdel +hincrby " +
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
-	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore"
+	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore " +
+	"+xadd +xread +xinfo|stream"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line, and checks that a wrong password fails on one line without echoing it.
@@ -186,6 +187,16 @@ func TestACLUser(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "NOPERM") {
 		t.Errorf("worker hit a missing permission:\n%s", out.String())
+	}
+
+	// jobs tail: XINFO STREAM and XREAD in a MULTI, then a blocking XREAD (Client.Wait
+	// reads the same way).
+	_, tout, terr := startJobs(t, "--redis", url, "tail", "--json", "--since", "0", "default")
+	waitFor(t, 10*time.Second, "jobs tail as the ACL user", func() bool {
+		return strings.Contains(tout.String(), `"event":"done"`) || strings.Contains(terr.String(), "NOPERM")
+	})
+	if strings.Contains(terr.String(), "NOPERM") {
+		t.Errorf("jobs tail as the ACL user: %s", terr.String())
 	}
 
 	r := runCLI("", "--redis", "redis://jobsuser:wrong-pass@"+srv.Addr, "stats")
