@@ -339,6 +339,15 @@ func shortError(reason string) string {
 	return s[:cut] + "..."
 }
 
+// eventSafe replaces the tabs in a worker ID, which the scripts write between the values
+// of an event (see decodeEvent): generated worker IDs have none, so this costs a scan.
+func eventSafe(worker string) string {
+	if !strings.Contains(worker, "\t") {
+		return worker
+	}
+	return strings.ReplaceAll(worker, "\t", " ")
+}
+
 // eventsMax is the scripts' events_max argument: 0 writes no events.
 func (c *Client) eventsMax() int {
 	return max(c.cfg.Events, 0)

@@ -44,17 +44,20 @@ func (c *Client) follow(ctx context.Context, queues []string, pos map[string]pos
 			return false
 		}
 	}
+	read := true
 	for ctx.Err() == nil {
-		r, full := c.readEventsOnce(ctx, queues, pos)
-		if r.err != nil || r.gap != nil {
-			send(r)
-			return
-		}
-		if len(r.events) > 0 && !send(r) {
-			return
-		}
-		if full {
-			continue
+		if read {
+			r, full := c.readEventsOnce(ctx, queues, pos)
+			if r.err != nil || r.gap != nil {
+				send(r)
+				return
+			}
+			if len(r.events) > 0 && !send(r) {
+				return
+			}
+			if full {
+				continue
+			}
 		}
 		streams := make([]string, 0, 2*len(queues))
 		for _, q := range queues {
@@ -64,7 +67,10 @@ func (c *Client) follow(ctx context.Context, queues []string, pos map[string]pos
 			streams = append(streams, pos[q].id.String())
 		}
 		err := c.rdb.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: eventsBlock}).Err()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		// Timed out: no entry after pos exists, so none can have been trimmed either;
+		// block again without reading.
+		read = !errors.Is(err, redis.Nil)
+		if err != nil && read {
 			if ctx.Err() == nil {
 				send(readOut{err: fmt.Errorf("read events of %s: %w", strings.Join(queues, ", "), err)})
 			}
@@ -184,18 +190,20 @@ func isNoSuchKey(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such key")
 }
 
-// decodeEvent builds an Event from a stream entry written by the scripts' event function.
+// decodeEvent builds an Event from a stream entry written by the scripts' event function:
+// one field, event, holding name, id, type, attempt, worker and error separated by tabs
+// (the error last: it is the one value that may hold a tab).
 func decodeEvent(queue string, m redis.XMessage) (Event, bool) {
 	sid, ok := parseStreamID(m.ID)
 	if !ok {
 		return Event{}, false
 	}
-	str := func(k string) string {
-		s, _ := m.Values[k].(string)
-		return s
+	v, _ := m.Values["event"].(string)
+	f := strings.SplitN(v, "\t", 6)
+	if len(f) != 6 {
+		return Event{}, false
 	}
-	attempt, _ := strconv.Atoi(str("attempt"))
-	return Event{Queue: queue, Name: EventName(str("event")), ID: str("id"), Type: str("type"),
-		Attempt: attempt, Worker: str("worker"), Error: str("error"),
-		At: time.UnixMilli(int64(sid.ms)), sid: sid}, true
+	attempt, _ := strconv.Atoi(f[3])
+	return Event{Queue: queue, Name: EventName(f[0]), ID: f[1], Type: f[2], Attempt: attempt,
+		Worker: f[4], Error: f[5], At: time.UnixMilli(int64(sid.ms)), sid: sid}, true
 }

@@ -47,6 +47,7 @@ func (c broker) Claim(ctx context.Context, queue string, n int, lease time.Durat
 		return nil, nil
 	}
 	n = min(n, proto.MaxBatch)
+	worker = eventSafe(worker)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
 	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused, qk.events},
@@ -243,6 +244,7 @@ func (c broker) AckClaim(ctx context.Context, queue string, finished []*Job, res
 				f.ID, ErrInvalid, f.Queue, queue)
 		}
 	}
+	worker = eventSafe(worker)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
 	args := make([]any, 0, 11+3*len(finished))

@@ -11,7 +11,7 @@
 -- ARGV[4]  done_max             and at most this many (the oldest go first)
 -- ARGV[5]  dead_retention_ms    a cancelled job's hash expires this long after it died
 -- ARGV[6]  dead_max             the dead set keeps at most this many jobs
--- ARGV[7]  events_max          the events stream keeps about this many entries (<= 0: no
+-- ARGV[7]  events_max           the events stream keeps about this many entries (<= 0: no
 --                               events written)
 -- ARGV[8+3k .. 10+3k]           id, lease token, result: one group per job (<= 1000)
 -- Returns  one integer per job: 1 done; 2 done already, by this same lease (a resent ack:
@@ -30,4 +30,6 @@
 local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], events = KEYS[4], prefix = ARGV[1],
   stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
   dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6]), maxlen = tonumber(ARGV[7])}
-return ack_jobs(k, now_ms(), ARGV, 8)
+local out = ack_jobs(k, now_ms(), ARGV, 8)
+if #out > 0 then trim_events(k.events, k.maxlen) end
+return out

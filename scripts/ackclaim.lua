@@ -20,7 +20,7 @@
 -- ARGV[8]  token prefix         unique per call; a lease token is token prefix .. ":" .. k
 -- ARGV[9]  dead_retention_ms    a cancelled job's hash expires this long after it died
 -- ARGV[10] dead_max             the dead set keeps at most this many jobs
--- ARGV[11] events_max          the events stream keeps about this many entries (<= 0: no
+-- ARGV[11] events_max           the events stream keeps about this many entries (<= 0: no
 --                               events written)
 -- ARGV[12+3k .. 14+3k]          id, lease token, result: one group per job to ack (<= 1000)
 -- Returns  {acks, now, job, job, ...}: acks has one integer per acked job, as ack.lua's
@@ -42,6 +42,7 @@ local k = {active = active, done = KEYS[2], dead = KEYS[5], events = KEYS[6], pr
 local acks = ack_jobs(k, now, ARGV, 12)
 local out = claim_jobs(KEYS[3], active, KEYS[4], prefix, tonumber(ARGV[5]), tonumber(ARGV[6]),
   ARGV[7], ARGV[8], now, k.events, k.maxlen)
+if #acks > 0 or #out > 0 then trim_events(k.events, k.maxlen) end
 table.insert(out, 1, us)
 table.insert(out, 1, acks)
 return out

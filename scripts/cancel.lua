@@ -38,6 +38,7 @@ if state == 'active' then
   if not job[4] then
     redis.call('HSET', key, 'cancel', 1)
     event(events, maxlen, 'cancelled', id, job[2], job[3], '', '')
+    trim_events(events, maxlen)
   end
   -- Queue names have no space (ValidateQueue), so the first space ends the queue.
   redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. id)
@@ -53,4 +54,5 @@ end
 redis.call('HSET', key, 'last_error', 'cancelled by operator')
 to_dead(dead, prefix, id, now_ms(), retention, dead_max)
 event(events, maxlen, 'cancelled', id, job[2], job[3], '', 'cancelled by operator')
+trim_events(events, maxlen)
 return 'dead'

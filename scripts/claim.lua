@@ -27,5 +27,6 @@
 local us, now = now_us()
 local out = claim_jobs(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]),
   tonumber(ARGV[3]), ARGV[4], ARGV[5], now, KEYS[4], tonumber(ARGV[6]))
+if #out > 0 then trim_events(KEYS[4], tonumber(ARGV[6])) end
 table.insert(out, 1, us)
 return out

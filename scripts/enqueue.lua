@@ -173,23 +173,24 @@ if maxlen > 0 and (n_ready > 0 or due) then
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
       if codes[k] == '1' then
+        -- lib.lua's event format, inline: enqueue needs the first XADD checked.
+        local v = name .. '\t' .. ARGV[j] .. '\t' .. typ .. '\t0\t\t'
         if first then
-          local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', name, 'id', ARGV[j],
-            'type', typ, 'attempt', 0, 'worker', '', 'error', '')
+          local e = redis.pcall('XADD', events, '*', 'event', v)
           if type(e) == 'table' and e.err then
             undo(tokens)
             return e
           end
           first = false
         else
-          redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', name, 'id', ARGV[j],
-            'type', typ, 'attempt', 0, 'worker', '', 'error', '')
+          redis.call('XADD', events, '*', 'event', v)
         end
       end
       j = j + step
     end
     i = j
   end
+  trim_events(events, maxlen)
 end
 -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
 -- enqueue seldom pays for the trim.

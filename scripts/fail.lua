@@ -10,7 +10,7 @@
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[4]  dead_max             the dead set keeps at most this many jobs (oldest go first)
--- ARGV[5]  events_max          the events stream keeps about this many entries (<= 0: none)
+-- ARGV[5]  events_max           the events stream keeps about this many entries (<= 0: none)
 -- ARGV[6+5k .. 10+5k]           id, lease token, error text, retry_in_ms (-1: skip retries),
 --                               short error (one line of at most 200 bytes, for the event and
 --                               the attempt history): one group per job
@@ -59,6 +59,7 @@ for i = 6, #ARGV, 5 do
   end
 end
 wake(wakes, math.min(retries, 1), 's')
+trim_events(events, maxlen)
 count(stats, 'processed', now, failed)
 count(stats, 'failed', now, failed)
 return out

@@ -18,7 +18,7 @@
 -- ARGV[5]  postpone             "1": a postpone (delay_ms > 0): the hash's postponed
 --                               counter goes up by one; "": a plain hand back
 -- ARGV[6]  reason               stored as last_error when not empty (postpone only)
--- ARGV[7]  events_max          the events stream keeps about this many entries (<= 0: none)
+-- ARGV[7]  events_max           the events stream keeps about this many entries (<= 0: none)
 -- ARGV[8+2k], ARGV[9+2k]        id, lease token: one pair per job
 -- Returns  one integer per job: 1 handed back, 3 cancelled by an operator so dead
 --          instead, 0 lease lost (nothing changed). A hand back resent after its reply
@@ -85,4 +85,5 @@ for i = 8, #ARGV, 2 do
   end
 end
 if delay > 0 then wake(wakes, math.min(n, 1), 's') else wake(wakes, n, 'r') end
+trim_events(events, maxlen)
 return out

@@ -17,9 +17,11 @@ local paused, wakes, events, maxlen = KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2
 if ARGV[1] == '1' then
   if not redis.call('SET', paused, '1', 'NX') then return 0 end
   event(events, maxlen, 'paused', '', '', 0, '', '')
+  trim_events(events, maxlen)
   return 1
 end
 if redis.call('DEL', paused) == 0 then return 0 end
 wake(wakes, 1, 'r')
 event(events, maxlen, 'resumed', '', '', 0, '', '')
+trim_events(events, maxlen)
 return 1

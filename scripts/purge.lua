@@ -36,4 +36,5 @@ for _, id in ipairs(ids) do
     event(KEYS[2], tonumber(ARGV[5]), 'purged', id, typ, 0, '', '')
   end
 end
+trim_events(KEYS[2], tonumber(ARGV[5]))
 return #ids

@@ -51,6 +51,7 @@ for _, id in ipairs(expired) do
   end
 end
 wake(wakes, n_ready, 'r')
+if #expired > 0 then trim_events(events, maxlen) end
 count(stats, 'processed', now, #expired)
 count(stats, 'failed', now, #expired)
 return #expired

@@ -46,4 +46,5 @@ for i = 4, #ARGV do
   end
 end
 wake(wakes, n, 'r')
+trim_events(events, maxlen)
 return out

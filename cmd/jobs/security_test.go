@@ -127,7 +127,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
 	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore " +
-	"+xadd +xread +xinfo|stream"
+	"+xadd +xtrim +xread +xinfo|stream"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line, and checks that a wrong password fails on one line without echoing it.

@@ -126,8 +126,12 @@ func validCursor(s string) bool {
 	return true
 }
 
-// checkQueueArg checks a queue name given as an argument, as checkQueueFlag does --queue.
+// checkQueueArg checks a queue name given as an argument, as checkQueueFlag does --queue
+// (a leading '-' reads as a flag, so it is refused too).
 func checkQueueArg(name string) error {
+	if strings.HasPrefix(name, "-") {
+		return usagef("queue %s: a queue name may not start with '-'", shown(name))
+	}
 	if err := queue.ValidateQueue(name); err != nil {
 		return usagef("queue %s: %v", shown(name), err)
 	}
