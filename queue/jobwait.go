@@ -38,7 +38,7 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*Job, error) {
 			if err != nil {
 				return nil, fmt.Errorf("wait for %s: %w", id, err)
 			}
-			if e.ID != id {
+			if e.ID != id && (e.Name != EventPurged || e.ID != "") {
 				continue
 			}
 			switch e.Name {
@@ -54,7 +54,7 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*Job, error) {
 			case err != nil || finished(j):
 				return j, err
 			}
-			// A cancel of a running job: its end comes later.
+			// A cancel of a running job (its end comes later), or a purge of other jobs.
 		}
 		if gap == nil {
 			return nil, fmt.Errorf("wait for %s: %w", id, errors.New("queue: events ended"))

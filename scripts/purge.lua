@@ -3,8 +3,11 @@
 --
 -- KEYS[1]  jobs:{q}:<state>      LIST (ready) or ZSET (scheduled, retry, done, dead): the
 --                                state's index
--- KEYS[2]  jobs:{q}:events       STREAM one 'purged' entry per job deleted, so a reader
---                                waiting for the job (Client.Wait) learns it is gone
+-- KEYS[2]  jobs:{q}:events       STREAM one 'purged' entry per call that deleted jobs (no job
+--                                ID; the error says how many of which state), so a reader
+--                                waiting for a job (Client.Wait) looks whether it is gone.
+--                                Per call, not per job: a purge is how an operator frees a
+--                                full Redis, and must not fill it with events instead
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  limit                most jobs deleted in this call
 -- ARGV[3]  state                the state purged: a hash in another state (its ID was
@@ -30,11 +33,12 @@ else
 end
 for _, id in ipairs(ids) do
   if redis.call('HGET', prefix .. id, 'state') == state then
-    local typ = redis.call('HGET', prefix .. id, 'type')
     release_unique(prefix .. id, id)
     redis.call('DEL', prefix .. id)
-    event(KEYS[2], tonumber(ARGV[5]), 'purged', id, typ, 0, '', '')
   end
 end
-trim_events(KEYS[2], tonumber(ARGV[5]))
+if #ids > 0 then
+  event(KEYS[2], tonumber(ARGV[5]), 'purged', '', '', 0, '', 'deleted ' .. #ids .. ' ' .. state .. ' jobs')
+  trim_events(KEYS[2], tonumber(ARGV[5]))
+end
 return #ids
