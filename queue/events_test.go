@@ -370,3 +370,38 @@ func TestAttemptHistory(t *testing.T) {
 		t.Errorf("done job's history = %+v, want its one done attempt", j.Attempts)
 	}
 }
+
+// A purge writes one purged event per call, without job IDs: Wait reads its job again on
+// it, and returns ErrNotFound for a job the purge deleted.
+func TestWaitOnPurgedJob(t *testing.T) {
+	c := setup(t, Config{})
+	id, _ := c.Enqueue(ctx, "t", nil)
+	out := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := c.Wait(ctx, "default", id)
+		out <- err
+	}()
+	// Let Wait note the stream's position and find the job ready before the purge.
+	select {
+	case err := <-out:
+		t.Fatalf("Wait returned before the purge: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n, err := c.Purge(ctx, "default", StateReady); err != nil || n != 1 {
+		t.Fatalf("Purge() = %d, %v", n, err)
+	}
+	select {
+	case err := <-out:
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("Wait(purged job) err = %v, want ErrNotFound", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return within 5s of the purge")
+	}
+	got := readEvents(t, c, nil, "0", 2)
+	if got[1].Name != EventPurged || got[1].ID != "" || got[1].Error != "deleted 1 ready jobs" {
+		t.Errorf("purge event = %+v, want purged, no ID, error \"deleted 1 ready jobs\"", got[1])
+	}
+}
