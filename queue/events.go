@@ -231,7 +231,7 @@ func (c *Client) startCursor(ctx context.Context, queues []string, from string) 
 			return cursor{}, err
 		}
 		if len(queues) == 0 {
-			return cursor{}, fmt.Errorf("events: %w: no queue yet (no job was ever enqueued)", ErrNotFound)
+			return cursor{}, errors.New("events: no queue to follow yet (no job was ever enqueued): name one")
 		}
 	}
 	queues = slices.Clone(queues)

@@ -157,6 +157,12 @@ func TestTailHumanOutputAndInspectAttempts(t *testing.T) {
 		t.Errorf("tail line for started: %q", text)
 	}
 
+	// --since a duration: the events of that last hour, as JSON.
+	_, jout, _ := startJobs(t, append(slices.Clone(base), "tail", "--json", "--since", "1h", "default")...)
+	if l := tailLines(t, jout, 3); l[0].Event != "enqueued" || l[2].Event != "retry" || l[2].Error != "bad \x1b[2J thing" {
+		t.Errorf("tail --since 1h --json = %+v, want enqueued, started, retry", l)
+	}
+
 	r := runCLI("", append(slices.Clone(base), "inspect", "--json", id)...)
 	var j struct {
 		Attempts []struct {
