@@ -14,7 +14,9 @@ type report struct {
 
 func (report) Kind() string { return "report:daily" }
 
-func (report) JobOptions() []Option { return []Option{On("reports"), MaxRetry(3), Timeout(time.Minute)} }
+func (report) JobOptions() []Option {
+	return []Option{On("reports"), MaxRetry(3), Timeout(time.Minute)}
+}
 
 type ratio struct{ V float64 }
 
