@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -107,4 +108,60 @@ func ExampleMux_Use() {
 	stop()
 	<-stopped
 	// Output: invoice 2026-12 for tenant acme
+}
+
+func ExampleSnooze() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-snooze"})
+
+	done := make(chan *queue.Job)
+	busy := true // say, a partner API answered 429 the first time
+	w, _ := worker.New(client, worker.Config{Handler: worker.HandlerFunc(func(ctx context.Context, job *queue.Job) error {
+		if busy {
+			busy = false
+			return worker.Snooze(10 * time.Millisecond) // again later; the attempt is not counted
+		}
+		done <- job
+		return nil
+	})})
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	client.Enqueue(ctx, "sync", nil)
+	job := <-done
+	fmt.Println("attempt", job.Attempt, "postponed", job.Postponed)
+	stop()
+	<-stopped
+	// Output: attempt 1 postponed 1
+}
+
+func ExampleConfig_onError() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-onerror"})
+
+	dead := make(chan string)
+	w, _ := worker.New(client, worker.Config{
+		Handler: worker.HandlerFunc(func(ctx context.Context, job *queue.Job) error {
+			panic("nil map")
+		}),
+		OnError: func(job *queue.Job, err error) {
+			var p *worker.PanicError
+			if errors.As(err, &p) { // p.Stack holds the handler's stack
+				fmt.Println("attempt", job.Attempt, "panicked:", p.Value, "- now", job.State)
+			}
+		},
+		OnDead: func(job *queue.Job, err error) { dead <- job.ID }, // page someone
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	id, _ := client.Enqueue(ctx, "import", nil, queue.MaxRetry(0))
+	fmt.Println("dead:", <-dead == id)
+	stop()
+	<-stopped
+	// Output:
+	// attempt 1 panicked: nil map - now dead
+	// dead: true
 }
