@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -39,14 +40,21 @@ type Middleware func(next Handler) Handler
 // failure: it postpones the job so that a worker that has the handler runs it (see
 // ErrNoHandler).
 type Mux struct {
-	mu      sync.RWMutex
-	m       map[string]Handler // as registered
-	mws     []Middleware
-	wrapped map[string]Handler // m's handlers inside mws: built when either changes, not per job
+	mu  sync.Mutex         // serialises Handle and Use
+	m   map[string]Handler // as registered
+	mws []Middleware
+	// routes maps each type to its handler inside the middleware: rebuilt, copied, when
+	// Handle or Use changes it, so Process, on every job of every slot, reads it without
+	// a lock (an RWMutex's read lock alone cost several percent of throughput).
+	routes atomic.Pointer[map[string]Handler]
 }
 
 // NewMux returns an empty Mux.
-func NewMux() *Mux { return &Mux{m: map[string]Handler{}, wrapped: map[string]Handler{}} }
+func NewMux() *Mux {
+	m := &Mux{m: map[string]Handler{}}
+	m.routes.Store(&map[string]Handler{})
+	return m
+}
 
 // Handle registers h for jobs of type typ. Like http.ServeMux it panics on an empty type,
 // a nil handler or a type registered twice: those are programming errors.
@@ -60,7 +68,7 @@ func (m *Mux) Handle(typ string, h Handler) {
 		panic(fmt.Sprintf("worker: a handler for job type %q is already registered", typ))
 	}
 	m.m[typ] = h
-	m.wrapped[typ] = m.wrap(h)
+	m.rebuild()
 }
 
 // HandleFunc registers f for jobs of type typ.
@@ -82,9 +90,16 @@ func (m *Mux) Use(mws ...Middleware) {
 		}
 	}
 	m.mws = append(m.mws, mws...)
+	m.rebuild()
+}
+
+// rebuild makes the routes of every handler inside the middleware.
+func (m *Mux) rebuild() {
+	routes := make(map[string]Handler, len(m.m))
 	for typ, h := range m.m {
-		m.wrapped[typ] = m.wrap(h)
+		routes[typ] = m.wrap(h)
 	}
+	m.routes.Store(&routes)
 }
 
 // wrap puts h inside the middleware, the first outermost.
@@ -100,8 +115,8 @@ func (m *Mux) wrap(h Handler) Handler {
 
 // Types returns the registered job types.
 func (m *Mux) Types() []string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	types := make([]string, 0, len(m.m))
 	for t := range m.m {
 		types = append(types, t)
@@ -111,9 +126,7 @@ func (m *Mux) Types() []string {
 
 // Process runs the handler registered for job.Type, inside the middleware.
 func (m *Mux) Process(ctx context.Context, job *queue.Job) error {
-	m.mu.RLock()
-	h, ok := m.wrapped[job.Type]
-	m.mu.RUnlock()
+	h, ok := (*m.routes.Load())[job.Type]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrNoHandler, job.Type)
 	}
