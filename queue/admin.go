@@ -290,7 +290,10 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 			return nil, err
 		}
 	}
-	pipe := c.rdb.Pipeline()
+	// MULTI/EXEC: each queue's counts are one snapshot (a job moving between two of its
+	// states while the counts are read would otherwise be counted in neither, or twice).
+	// A queue's keys share a slot; on a cluster go-redis runs one MULTI per slot.
+	pipe := c.rdb.TxPipeline()
 	type cmds struct{ ready, scheduled, active, retry, dead *redis.IntCmd }
 	cs := make([]cmds, len(queues))
 	for i, q := range queues {

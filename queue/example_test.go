@@ -85,3 +85,27 @@ func ExampleClient_Wait() {
 	// Output:
 	// dead cancelled by operator <nil>
 }
+
+// Welcome is a typed job: its JSON is the payload, Kind its job type.
+type Welcome struct {
+	UserID int `json:"user_id"`
+}
+
+func (Welcome) Kind() string { return "email:welcome" }
+
+// JobOptions gives every Welcome job its queue and retries, declared once.
+func (Welcome) JobOptions() []queue.Option {
+	return []queue.Option{queue.On("email"), queue.MaxRetry(5)}
+}
+
+func ExampleClient_EnqueueArgs() {
+	client, _ := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-args"})
+	ctx := context.Background()
+	id, err := client.EnqueueArgs(ctx, Welcome{UserID: 42}, queue.Delay(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	job, _ := client.Get(ctx, "email", id)
+	fmt.Println(job.Type, string(job.Payload), job.MaxRetry, job.State)
+	// Output: email:welcome {"user_id":42} 5 scheduled
+}

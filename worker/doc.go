@@ -64,5 +64,17 @@
 //
 // Exec handlers (`jobs worker --run TYPE=COMMAND`) run a program per job: payload on
 // stdin, JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT in the environment, exit 0 for
-// success (stdout is the result), 75 to ask for a retry, anything else to fail.
+// success (stdout is the result), 75 to ask for a retry, 76 to snooze (ExitSnooze),
+// anything else to fail.
+//
+// # Typed jobs, middleware, policies and hooks
+//
+// HandleArgs registers a handler that gets its job's payload decoded into a Go type (see
+// queue.Args); Mux.Use wraps every handler of a Mux in middleware; Snooze asks for the
+// job to run again later without counting the attempt; Config.Types sets a timeout,
+// backoff or retry bound per job type; Config.OnError and OnDead are called for each
+// recorded failure and each death, a panic arriving as a *PanicError with its stack.
+// The causes of a handler's context (context.Cause) are ErrLeaseLost, ErrLeaseExpiring,
+// ErrLockLost, ErrCancelled and ErrShutdown, besides context.DeadlineExceeded at the
+// timeout. Package jobstest runs handlers inside an application's own tests.
 package worker

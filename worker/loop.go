@@ -194,10 +194,14 @@ func (l *loop) run(ctx context.Context) {
 		close(s.in) // idle slots end; an abandoned one ends when its handler returns
 	}
 	if l.waiting {
-		// Its token, if any, belongs to another worker now.
+		// Its token, if any, belongs to another worker now. The wait may block up to a
+		// second more, so Run does not wait for it; nor does this goroutine log once Run
+		// has returned: a token lost here costs an idle worker at most one MaxWait.
 		go func() {
 			if wu := <-l.wakes; wu.token != "" && wu.queue != "" {
-				l.wakeAnother(context.WithoutCancel(ctx), wu)
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnTimeout)
+				_ = l.w.broker.Wake(wctx, wu.queue, wu.token)
+				cancel()
 			}
 		}()
 	}
@@ -211,7 +215,7 @@ func (l *loop) step(now time.Time) {
 		n := 0
 		for _, r := range l.runs {
 			if r.state == running {
-				l.stopRun(r, errShutdown, now)
+				l.stopRun(r, ErrShutdown, now)
 				n++
 			}
 		}
@@ -442,7 +446,7 @@ func insertByClaim(buffer []*run, r *run) []*run {
 // start runs r on slot s.
 func (l *loop) start(r *run, s *slot, now time.Time) {
 	ctx, cancel := context.WithCancelCause(l.jobsBase)
-	r.start(s, ctx, cancel, now, l.cfg.AbandonGrace)
+	r.start(s, ctx, cancel, now, l.cfg.AbandonGrace, l.cfg.Types[r.job.Type])
 	l.busy++
 	heap.Push(&l.timers, r)
 	l.w.metrics.setBusy(int64(l.busy))
@@ -545,7 +549,7 @@ func (l *loop) checkTimers(now time.Time) {
 		if r.cause == nil && now.Before(r.abandonAt) {
 			// The watchdog: no renewal for five sixths of the lease.
 			watched = append(watched, r)
-			l.stopRun(r, errLeaseExpiring, now)
+			l.stopRun(r, ErrLeaseExpiring, now)
 			continue
 		}
 		heap.Remove(&l.timers, r.index)
@@ -571,7 +575,7 @@ func (l *loop) cancelRun(r *run, now time.Time) {
 	r.cancelled = true
 	switch r.state {
 	case running:
-		l.stopRun(r, errCancelled, now)
+		l.stopRun(r, ErrCancelled, now)
 	case buffered:
 		if i := slices.Index(l.buffer, r); i >= 0 {
 			l.buffer = slices.Delete(l.buffer, i, i+1)

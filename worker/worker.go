@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,20 @@ const (
 // claim with probability weight/total, so the total must not overflow (two weights near
 // MaxInt64 panicked a worker); 1000 to 1 is a finer ratio than any deployment needs.
 const MaxWeight = 1000
+
+// TypePolicy overrides, for the jobs of one type, what the job itself or the worker's
+// Config says. Zero fields leave those as they are.
+type TypePolicy struct {
+	// Timeout of each attempt, replacing the job's own (set when it was enqueued, 30 min
+	// by default): the handler's author knows best how long its work may take.
+	Timeout time.Duration
+	// MaxRetry bounds the retries: a failed attempt past the MaxRetry+1th sends the job
+	// to the dead set, even if the job allows more (the job's own max_retry still bounds
+	// it when lower). To never retry a type, return SkipRetry from its handler.
+	MaxRetry int
+	// Backoff replaces Config.BackoffFunc for the type.
+	Backoff BackoffFunc
+}
 
 // Config configures a Worker. Zero fields mean their documented defaults.
 type Config struct {
@@ -58,6 +73,17 @@ type Config struct {
 	AbandonGrace time.Duration
 	// BackoffFunc sets the wait before each retry. Default: DefaultBackoff.
 	BackoffFunc BackoffFunc
+	// Types sets, per job type, a timeout, backoff or retry bound that replaces what the
+	// job or this Config says for the jobs of that type (see TypePolicy).
+	Types map[string]TypePolicy
+	// OnError, when set, is called after each failed attempt is recorded, with a copy of
+	// the job (State retry or dead, LastError set) and the handler's error: a
+	// *PanicError, with the stack, for a panic. OnDead, when set, is called too when the
+	// failure sent the job to the dead set. They run on a goroutine of the worker's,
+	// never a handler's, once per recorded failure: keep them quick (alerting, logging).
+	// Not called for a snooze, a hand back at shutdown, or a job whose lease was lost.
+	OnError func(job *queue.Job, err error)
+	OnDead  func(job *queue.Job, err error)
 	// Logger receives the worker's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// ID names this worker in jobs (Job.Worker) and logs. Default: host:pid:random.
@@ -103,6 +129,14 @@ func (c Config) validate() error {
 	}
 	if c.AbandonGrace < 0 {
 		return fmt.Errorf("worker: Config.AbandonGrace %s is negative", c.AbandonGrace)
+	}
+	for typ, p := range c.Types {
+		if p.Timeout < 0 || p.Timeout > 0 && p.Timeout < queue.MinTimeout {
+			return fmt.Errorf("worker: Config.Types[%q]: timeout %s must be at least %s", typ, p.Timeout, queue.MinTimeout)
+		}
+		if p.MaxRetry < 0 || p.MaxRetry > queue.MaxRetryLimit {
+			return fmt.Errorf("worker: Config.Types[%q]: max retry %d must be from 0 to %d", typ, p.MaxRetry, queue.MaxRetryLimit)
+		}
 	}
 	for q, w := range c.Queues {
 		if err := queue.ValidateQueue(q); err != nil {
@@ -175,4 +209,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.metrics.setBusy(0)
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopped")
 	return nil
+}
+
+// failed calls the Config's hooks for a failed attempt recorded as state, with a copy
+// of the job as it is now.
+func (w *Worker) failed(job *queue.Job, state queue.State, reason string, err error) {
+	if w.cfg.OnError == nil && (w.cfg.OnDead == nil || state != queue.StateDead) {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			w.log.LogAttrs(context.Background(), slog.LevelError, "Config.OnError or OnDead panicked",
+				slog.String(attrJobID, job.ID), slog.Any("panic", v))
+		}
+	}()
+	j := *job
+	j.State, j.LastError, j.Lease = state, reason, ""
+	j.Payload, j.Result = slices.Clone(j.Payload), slices.Clone(j.Result)
+	if w.cfg.OnError != nil {
+		w.cfg.OnError(&j, err)
+	}
+	if w.cfg.OnDead != nil && state == queue.StateDead {
+		dead := j
+		w.cfg.OnDead(&dead, err)
+	}
 }
