@@ -108,6 +108,7 @@ func newApp(e *env) *cli.App {
 			devCommand(e),
 			lsCommand(e),
 			statsCommand(e),
+			workersCommand(e),
 			retryCommand(e),
 			cancelCommand(e),
 			purgeCommand(e),
