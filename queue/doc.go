@@ -57,9 +57,15 @@
 //
 // # Looking and steering
 //
-// [Client.Stats] and [Client.Depths] count jobs per state; [Client.Get], [Client.Find] and
-// [Client.List] read them; [Client.Retry], [Client.RetryAllDead], [Client.Cancel],
-// [Client.Purge], [Client.Pause] and [Client.Resume] act on them. The `jobs` command
+// [Client.Stats] and [Client.Depths] count jobs per state (Stats also gives each queue's
+// live workers and latency); [Client.Get], [Client.Find] and [Client.List] read them;
+// [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge], [Client.Pause]
+// and [Client.Resume] act on them.
+//
+// Every running worker and scheduler keeps an entry in a registry of live processes,
+// renewed every few seconds and expiring three beats after its process dies.
+// [Client.Processes] lists them with the jobs each runs; [Client.Quiet] tells one to
+// claim no more jobs and finish its running ones, [Client.Stop] to shut down gracefully. The `jobs` command
 // does the same from a shell. The data is plain Redis that redis-cli can read: KEYS.md
 // in the repository documents every key.
 package queue
