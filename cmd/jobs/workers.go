@@ -97,7 +97,7 @@ func workersCommand(e *env) *cli.Command {
 // running jobs indented below it.
 func printProcesses(w io.Writer, ps []*queue.Process, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tBUSY\tQUEUES\tHOST\tPID\tVERSION\tUP\tBEAT")
+	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tBUSY\tQUEUES\tHOST\tPID\tVERSION\tUP\tLAST BEAT")
 	for _, p := range ps {
 		var qs []string
 		for _, q := range slices.Sorted(maps.Keys(p.Queues)) {
@@ -109,10 +109,11 @@ func printProcesses(w io.Writer, ps []*queue.Process, now time.Time) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", clean(p.ID, false), clean(p.Kind, false),
 			clean(string(p.State), false), busy, dash(clean(strings.Join(qs, ","), false)), clean(p.Host, false), p.PID,
-			dash(clean(p.Version, false)), ago(now, p.StartedAt), ago(now, p.BeatAt))
+			dash(clean(p.Version, false)), age(now, p.StartedAt), age(now, p.BeatAt))
 		for _, j := range p.Running {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\t\t\t\t\t\n", clean(j.ID, false), clean(j.Type, false),
-				clean(j.Queue, false), ago(now, j.StartedAt))
+			// No tab: a line's last cell does not widen the table's columns.
+			fmt.Fprintf(tw, "  running %s %s on %s for %s\n", clean(j.ID, false), clean(j.Type, false),
+				clean(j.Queue, false), age(now, j.StartedAt))
 		}
 	}
 	if len(ps) == 0 {
@@ -121,8 +122,8 @@ func printProcesses(w io.Writer, ps []*queue.Process, now time.Time) {
 	tw.Flush()
 }
 
-// ago is how long before now t was, rounded for reading; "-" for an unknown time.
-func ago(now, t time.Time) string {
+// age is how long before now t was, rounded for reading; "-" for an unknown time.
+func age(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
