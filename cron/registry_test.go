@@ -47,10 +47,9 @@ func TestSchedulerRegistryQuietThenStop(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
+	returned := false // Run's result was taken from done
 	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
+		if !returned {
 			_ = c.Stop(ctx, s.cfg.ID)
 			<-done
 		}
@@ -74,6 +73,7 @@ func TestSchedulerRegistryQuietThenStop(t *testing.T) {
 	}
 	select {
 	case err := <-done:
+		returned = true
 		if err != nil {
 			t.Errorf("Run() after Stop = %v", err)
 		}
