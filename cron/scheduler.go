@@ -159,10 +159,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	version := int64(-1)
 	var nextPoll, lastFull time.Time
 	first := true
-	reg := &registration{replies: make(chan beatReply, 1)}
-	for ctx.Err() == nil && !reg.stop {
+	orders, stopBeats := s.beats(ctx)
+	var quiet, stop bool // an operator's orders, read by the beats
+	for ctx.Err() == nil && !stop {
 		now := time.Now()
-		s.beat(ctx, reg, now)
 		if !now.Before(nextPoll) {
 			nextPoll = now.Add(s.cfg.PollInterval)
 			v, err := s.store.Version(ctx)
@@ -180,7 +180,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			// A zero next tick means none: it must never count as due, or the loop
 			// would fire it (dated year 1) and spin.
 			if !p.next.IsZero() && !p.next.After(now) {
-				if !reg.quiet {
+				if !quiet {
 					s.start(ctx, p, p.next)
 				}
 				// Ticks missed while the loop was held up (process paused) are skipped.
@@ -193,20 +193,18 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				wake = p.next
 			}
 		}
-		if !reg.beating && reg.next.Before(wake) {
-			wake = reg.next
-		}
 		t := time.NewTimer(time.Until(wake))
 		select {
 		case <-ctx.Done():
 		case <-t.C:
-		case rep := <-reg.replies:
-			s.registered(ctx, reg, rep)
+		case order := <-orders:
+			s.obey(ctx, order, &quiet, &stop)
 		}
 		t.Stop()
 	}
 	s.firing.Wait()
-	s.deregister(ctx, reg)
+	stopBeats()
+	s.deregister(ctx)
 	s.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "scheduler stopped")
 	return nil
 }

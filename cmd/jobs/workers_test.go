@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,15 +127,16 @@ func TestWorkersListedAndGoneAfterSIGKILLOrSIGTERM(t *testing.T) {
 	if gone > 3*beat+100*time.Millisecond {
 		t.Errorf("SIGKILLed worker listed %s after the kill, want within 3 beats (%s)", gone, 3*beat)
 	}
+	// Measured to the entry's removal, not to the process's exit: a test binary built
+	// with -race sleeps 1s in exit (GORACE atexit_sleep_ms).
 	sigterm := func(c *child) time.Duration {
 		t.Helper()
-		pid := c.cmd.Process.Pid
-		sent := time.Now()
-		if err := c.stop(); err != nil {
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		gone := waitListed(t, base, c.cmd.Process.Pid, time.Second, "SIGTERMed process gone within 1s", notListed)
+		if err := c.cmd.Wait(); err != nil {
 			t.Errorf("exit after SIGTERM: %v\n%s", err, c.out)
 		}
-		waitListed(t, base, pid, time.Second, "SIGTERMed process gone within 1s", notListed)
-		return time.Since(sent)
+		return gone
 	}
 	workerGone, schedGone := sigterm(termed), sigterm(sched)
 	t.Logf("FIGURES registry processes (beat %s): listed %v after start; SIGKILLed worker gone %s after the kill "+
@@ -177,6 +179,12 @@ func TestWorkersQuietAndStopCommands(t *testing.T) {
 	if r := runCLI("", append(base, "workers", "stop", wid)...); r.code != 0 {
 		t.Fatalf("jobs workers stop = %+v", r)
 	}
+	// It shuts down and leaves the list at its next beat. (Its exit comes 1s later in
+	// this test: a binary built with -race sleeps 1s in exit, GORACE atexit_sleep_ms.)
+	stopIn := waitListed(t, base, pid, beat+time.Second, "worker gone after jobs workers stop", notListed)
+	if stopIn > beat+200*time.Millisecond {
+		t.Errorf("worker left the list %s after jobs workers stop, want within a beat (%s)", stopIn, beat)
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- w.cmd.Wait() }()
 	select {
@@ -184,22 +192,15 @@ func TestWorkersQuietAndStopCommands(t *testing.T) {
 		if err != nil {
 			t.Errorf("worker exit after jobs workers stop: %v\n%s", err, w.out)
 		}
-	case <-time.After(beat + 2*time.Second):
+	case <-time.After(3 * time.Second):
 		t.Fatalf("worker still running %s after jobs workers stop\n%s", time.Since(ordered), w.out)
-	}
-	stopIn := time.Since(ordered)
-	if stopIn > beat+500*time.Millisecond {
-		t.Errorf("worker exited %s after jobs workers stop, want within a beat (%s)", stopIn, beat)
-	}
-	if _, ok := workersJSON(t, base)[pid]; ok {
-		t.Errorf("stopped worker still listed")
 	}
 	for _, line := range []string{"quiet ordered by an operator", "stop ordered by an operator"} {
 		if !strings.Contains(w.out.String(), line) {
 			t.Errorf("worker log lacks %q:\n%s", line, w.out)
 		}
 	}
-	t.Logf("FIGURES quiet/stop (beat %s): quiet shown %s after the command, exit %s after jobs workers stop",
+	t.Logf("FIGURES quiet/stop (beat %s): quiet shown %s after the command, stopped and gone from the list %s after jobs workers stop",
 		beat, quietIn.Round(time.Millisecond), stopIn.Round(time.Millisecond))
 }
 
