@@ -248,6 +248,11 @@ func TestRegistryOnCluster(t *testing.T) {
 	if err != nil || len(ps) != 1 || len(ps[0].Running) != 3 {
 		t.Fatalf("Processes() on a cluster = %+v, %v; want w running 3 jobs", ps, err)
 	}
+	for _, r := range ps[0].Running {
+		if !slices.Contains(ids, r.ID) {
+			t.Errorf("running on a cluster: %+v, want one of the claimed jobs %v", r, ids)
+		}
+	}
 	stats, err := c.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
