@@ -118,7 +118,7 @@ func workerCommand(e *env) *cli.Command {
 // beatFlag is --beat of worker and scheduler: how often the process renews its entry in
 // the registry (`jobs workers`).
 var beatFlag = &cli.DurationFlag{Name: "beat", Value: worker.DefaultBeat,
-	Usage: "how often this process renews its entry in `jobs workers` (one Redis call); killed, it leaves the list within 3 beats"}
+	Usage: "how often this process renews its entry in the list of jobs workers (one Redis call); killed, it leaves the list within 3 beats, and quiet or stop orders are obeyed within one"}
 
 func checkBeat(c *cli.Context) error {
 	if c.Duration("beat") < 100*time.Millisecond {

@@ -46,8 +46,8 @@ func workersCommand(e *env) *cli.Command {
 		Usage: "list the live workers and schedulers and what each runs; quiet or stop one",
 		Description: "Every `jobs worker` and `jobs scheduler` (and Go worker or scheduler) renews its\n" +
 			"entry every --beat (5s): one that is killed leaves the list within three beats, one\n" +
-			"that stops cleanly at once. RUNNING lists the jobs each worker holds (claimed ahead\n" +
-			"included). Examples:\n\n" +
+			"that stops cleanly at once. Under each worker, a \"running\" line per job it holds (those\n" +
+			"claimed ahead included). Examples:\n\n" +
 			"   jobs workers\n" +
 			"   jobs workers --json | jq -r '.workers[] | select(.busy == 0) | .id'\n" +
 			"   jobs workers quiet myhost:4242:ab12   # before a deploy: claim no more, finish the rest\n" +
