@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -31,10 +32,28 @@ type QueueStats struct {
 	// leases), retried or not.
 	ProcessedToday int64 `json:"processed_today"`
 	FailedToday    int64 `json:"failed_today"`
+	// Workers counts the live workers claiming from the queue (see [Client.Processes]):
+	// quiet and stopping ones are not counted.
+	Workers int `json:"workers"`
+	// Latency is the age of the queue's oldest ready job, the next to be claimed: Redis's
+	// time now less the time it became due (its run_at, else its enqueue time). Zero when
+	// nothing is ready. A growing latency with jobs ready means too few workers. JSON:
+	// latency_ms.
+	Latency time.Duration `json:"-"`
 }
 
-// Stats returns the counts of every known queue, sorted by name, in two round trips (the
-// Redis clock for "today", then one pipeline).
+// MarshalJSON writes s with Latency as latency_ms, an integer of milliseconds.
+func (s QueueStats) MarshalJSON() ([]byte, error) {
+	type plain QueueStats
+	return json.Marshal(struct {
+		plain
+		LatencyMS int64 `json:"latency_ms"`
+	}{plain(s), s.Latency.Milliseconds()})
+}
+
+// Stats returns the counts of every known queue, sorted by name, with its live workers
+// and latency, in five round trips (the Redis clock for "today"; one pipeline of counts
+// and the head of each ready list; the registry, two; the heads' due times).
 func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	qs, err := c.Queues(ctx)
 	if err != nil {
@@ -47,7 +66,7 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	day := now.UTC().Format(time.DateOnly)
 	type counts struct {
 		ready, scheduled, active, retry, dead, done, paused *redis.IntCmd
-		processed, failed                                   *redis.StringCmd
+		processed, failed, head                             *redis.StringCmd
 	}
 	pipe := c.rdb.Pipeline()
 	cs := make([]counts, len(qs))
@@ -59,10 +78,24 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 			dead: pipe.ZCard(ctx, k.dead), done: pipe.ZCard(ctx, k.done),
 			paused:    pipe.Exists(ctx, k.paused),
 			processed: pipe.Get(ctx, k.stats+"processed:"+day), failed: pipe.Get(ctx, k.stats+"failed:"+day),
+			head: pipe.LIndex(ctx, k.ready, -1), // the right end is claimed next
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("stats: %w", err)
+	}
+	ps, _, err := c.processes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	workers := workersPerQueue(ps)
+	heads := make([]string, len(qs))
+	for i, x := range cs {
+		heads[i] = x.head.Val()
+	}
+	latency, err := c.latencies(ctx, qs, heads, now)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]QueueStats, len(qs))
 	for i, q := range qs {
@@ -71,7 +104,38 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 		f, _ := x.failed.Int64()
 		out[i] = QueueStats{Name: q, Ready: x.ready.Val(), Scheduled: x.scheduled.Val(),
 			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(),
-			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f}
+			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f,
+			Workers: workers[q], Latency: latency[i]}
+	}
+	return out, nil
+}
+
+// latencies returns, for each queue of qs, the age at now of its ready job heads[i] (the
+// next to be claimed; "" when none ready), in one pipelined round trip.
+func (c *Client) latencies(ctx context.Context, qs, heads []string, now time.Time) ([]time.Duration, error) {
+	out := make([]time.Duration, len(qs))
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(qs))
+	for i, q := range qs {
+		if heads[i] != "" {
+			cmds[i] = pipe.HMGet(ctx, c.keys.queue(q).job(heads[i]), "created_at", "run_at")
+		}
+	}
+	if pipe.Len() == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for i, cmd := range cmds {
+		if cmd == nil || len(cmd.Val()) != 2 {
+			continue
+		}
+		created, _ := cmd.Val()[0].(string)
+		runAt, _ := cmd.Val()[1].(string)
+		if since := readySince(created, runAt); !since.IsZero() {
+			out[i] = max(now.Sub(since), 0)
+		}
 	}
 	return out, nil
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
+	"github.com/jobs-dev/jobs/worker"
 )
 
 // exampleRedis is the test server; in an application this is your Redis.
@@ -108,4 +111,40 @@ func ExampleClient_EnqueueArgs() {
 	job, _ := client.Get(ctx, "email", id)
 	fmt.Println(job.Type, string(job.Payload), job.MaxRetry, job.State)
 	// Output: email:welcome {"user_id":42} 5 scheduled
+}
+
+// A worker or scheduler is listed while it runs; an operator can quiet or stop it from
+// anywhere, and it obeys at its next beat.
+func ExampleClient_Processes() {
+	ctx := context.Background()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-processes"})
+	if err != nil {
+		panic(err)
+	}
+	mux := worker.NewMux()
+	mux.HandleFunc("email:welcome", func(context.Context, *queue.Job) error { return nil })
+	w, err := worker.New(client, worker.Config{Handler: mux, ID: "web-1", Beat: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+
+	procs, err := client.Processes(ctx)
+	for err == nil && len(procs) == 0 { // listed within a round trip of Run
+		time.Sleep(10 * time.Millisecond)
+		procs, err = client.Processes(ctx)
+	}
+	p := procs[0]
+	fmt.Println(p.ID, p.Kind, p.State, p.Types, p.Queues)
+
+	err = client.Stop(ctx, "web-1") // like SIGTERM: Run returns nil
+	fmt.Println(err, <-done)
+	procs, _ = client.Processes(ctx)
+	fmt.Println(len(procs))
+	// Output:
+	// web-1 worker running [email:welcome] map[default:1]
+	// <nil> <nil>
+	// 0
 }

@@ -42,10 +42,16 @@ var (
 	Cancel    = load("cancel.lua")
 	Purge     = load("purge.lua")
 	Pause     = load("pause.lua")
+
+	// The registry of live processes (`jobs workers`), outside any queue.
+	Register   = load("register.lua")
+	Deregister = load("deregister.lua")
+	Order      = load("order.lua")
 )
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
-var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge, Pause}
+var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
+	Pause, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib.lua functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's

@@ -23,6 +23,12 @@
 // needs neither: it cancels a handler five sixths of a lease after its last renewal,
 // whatever Redis does.
 //
+// Every Config.Beat (5s) the loop renews the worker's entry in the registry of live
+// processes (`jobs workers`, queue.Client.Processes) with one more call of its own; the
+// reply carries an operator's order. Quiet: claim nothing more, hand back the jobs
+// claimed ahead, finish the running ones (their leases still renewed). Stop: shut down as
+// when Run's context ends. Run leaves the registry when it returns.
+//
 // An idle worker does not poll: it blocks on its queues' wake lists, which every enqueue
 // pushes to, and wakes on its own when the next delayed or retrying job is due, so a new
 // job starts within a millisecond and a delayed one within a few of its due time.

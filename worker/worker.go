@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/ident"
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -25,6 +26,7 @@ const (
 	DefaultLease           = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultAbandonGrace    = 5 * time.Second
+	DefaultBeat            = proto.DefaultBeat
 )
 
 // MaxWeight is the largest weight of a queue in Config.Queues. The worker draws each
@@ -86,8 +88,15 @@ type Config struct {
 	OnDead  func(job *queue.Job, err error)
 	// Logger receives the worker's logs. Default: slog.Default().
 	Logger *slog.Logger
-	// ID names this worker in jobs (Job.Worker) and logs. Default: host:pid:random.
+	// ID names this worker in jobs (Job.Worker), logs and the registry of live processes;
+	// two live workers must not share one. Default: host:pid:random.
 	ID string
+	// Beat is how often the worker renews its entry in the registry of live processes
+	// (`jobs workers`, queue.Client.Processes): one script call per beat. The entry
+	// expires three beats after the last renewal, so a killed worker leaves the list
+	// within three beats; an operator's quiet or stop is obeyed within one. Shorter means
+	// a fresher list and more calls. At least 100ms. Default: 5s.
+	Beat time.Duration
 	// Registerer receives the worker's Prometheus metrics (jobs_processed_total,
 	// jobs_duration_seconds, jobs_worker_busy, jobs_worker_concurrency and the
 	// scrape-time jobs_queue_depth). Default: nil, no metrics.
@@ -102,6 +111,7 @@ func (c Config) withDefaults() Config {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, DefaultAbandonGrace)
+	c.Beat = cmp.Or(c.Beat, DefaultBeat)
 	if c.BackoffFunc == nil {
 		c.BackoffFunc = DefaultBackoff
 	}
@@ -126,6 +136,9 @@ func (c Config) validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("worker: Config.ShutdownTimeout %s is negative", c.ShutdownTimeout)
+	}
+	if c.Beat < 100*time.Millisecond {
+		return fmt.Errorf("worker: Config.Beat %s is under 100ms", c.Beat)
 	}
 	if c.AbandonGrace < 0 {
 		return fmt.Errorf("worker: Config.AbandonGrace %s is negative", c.AbandonGrace)
@@ -158,8 +171,9 @@ type Worker struct {
 	log    *slog.Logger
 	queues []string // sorted, for deterministic logs and the wait call
 
-	metrics *metrics    // nil without Config.Registerer
-	running atomic.Bool // a Run is in progress
+	entry   queue.Process // its registry entry, but for the state (registry.go)
+	metrics *metrics      // nil without Config.Registerer
+	running atomic.Bool   // a Run is in progress
 }
 
 // ErrRunning is returned by Run when another Run of the same Worker is in progress.
@@ -175,7 +189,7 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	b := broker.Of(client)
-	w := &Worker{client: client, broker: b, locker: lock.New(b.Redis()), cfg: cfg}
+	w := &Worker{client: client, broker: b, locker: lock.New(b.Redis()), cfg: cfg, entry: newEntry(cfg)}
 	w.log = cfg.Logger.With(slog.String(attrWorker, cfg.ID))
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)
@@ -192,9 +206,12 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 // ID returns the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// Run claims and runs jobs until ctx is cancelled. It then stops claiming, hands back
-// the jobs it claimed ahead, lets running jobs finish within Config.ShutdownTimeout,
-// cancels and hands back the rest so another worker takes them at once, and returns nil.
+// Run claims and runs jobs until ctx is cancelled, or an operator stops the worker
+// (queue.Client.Stop, `jobs workers stop`). It then stops claiming, hands back the jobs
+// it claimed ahead, lets running jobs finish within Config.ShutdownTimeout, cancels and
+// hands back the rest so another worker takes them at once, and returns nil. While it
+// runs, the worker is listed in the registry of live processes (see Config.Beat); it
+// leaves the list when Run returns.
 // A Worker runs one Run at a time: a second Run while one is in progress returns
 // ErrRunning at once; a Run after the previous one returned starts afresh.
 func (w *Worker) Run(ctx context.Context) error {
@@ -206,6 +223,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Any("queues", w.cfg.Queues), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("lease", w.cfg.Lease))
 	newLoop(w, ctx).run(ctx)
+	w.deregister(ctx)
 	w.metrics.setBusy(0)
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopped")
 	return nil

@@ -111,6 +111,7 @@ func newApp(e *env) *cli.App {
 			lsCommand(e),
 			statsCommand(e),
 			tailCommand(e),
+			workersCommand(e),
 			retryCommand(e),
 			cancelCommand(e),
 			purgeCommand(e),

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -126,11 +127,12 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+hget +hmget +hgetall +hset +hdel +hincrby " +
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
-	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore " +
+	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xinfo|stream"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
-// line, and checks that a wrong password fails on one line without echoing it.
+// line (no CLIENT among it: the registry of live processes never needs it), and checks
+// that a wrong password fails on one line without echoing it.
 func TestACLUser(t *testing.T) {
 	t.Parallel()
 	srv, err := redistest.Start()
@@ -171,7 +173,7 @@ func TestACLUser(t *testing.T) {
 	// A worker and a scheduler: claim, heartbeat, ack, exclusive lock, cron lock.
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join([]string{
-		"--redis", url, "worker", "--lease", "1s", "--run", "t=true"}, "\x1f"))
+		"--redis", url, "worker", "--lease", "1s", "--beat", "200ms", "--run", "t=true"}, "\x1f"))
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -181,6 +183,32 @@ func TestACLUser(t *testing.T) {
 	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
 	})
+	// The registry without CLIENT: the worker's beats (register.lua) listed it, and an
+	// operator can read the list and leave an order (order.lua).
+	var listed struct {
+		Workers []struct {
+			ID  string `json:"id"`
+			PID int    `json:"pid"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(run("workers", "--json").stdout), &listed); err != nil {
+		t.Fatal(err)
+	}
+	wid := ""
+	for _, w := range listed.Workers {
+		if w.PID == cmd.Process.Pid {
+			wid = w.ID
+		}
+	}
+	if wid == "" {
+		t.Errorf("jobs workers as the ACL user does not list the worker: %+v", listed)
+	} else {
+		run("workers")
+		run("workers", "quiet", wid)
+		waitFor(t, 5*time.Second, "the worker quiet, as the ACL user", func() bool {
+			return strings.Contains(runCLI("", "--redis", url, "workers", "--json").stdout, `"state":"quiet"`)
+		})
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil { // out is complete only once the process is gone
 		t.Errorf("worker as the ACL user: %v\n%s", err, out.String())
