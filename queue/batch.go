@@ -191,7 +191,7 @@ func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) []BatchRe
 // nonce, stored in those jobs' hashes: if go-redis resends the call after a lost reply,
 // the script recognizes its own jobs instead of reporting them as duplicates.
 func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
-	args := make([]any, 3, 13+2*len(chunk))
+	args := make([]any, 3, 14+2*len(chunk))
 	args[0], args[1], args[2] = qk.jobPrefix, "", c.eventsMax()
 	for _, i := range chunk {
 		if !jobs[i].fresh {
@@ -209,7 +209,7 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 			}
 			cur, count, at = g, 0, len(args)
 			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
-				g.uniqueTTL, flag(g.keep), flag(g.fresh))
+				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta)
 		}
 		args = append(args, p.id, p.payload)
 		if p.ukey != "" {

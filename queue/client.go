@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,6 +226,7 @@ type group struct {
 	timeout, delay, at, uniqueTTL int64 // ms; at 0 = use delay; uniqueTTL 0 = not unique
 	excl                          string
 	keep, fresh                   bool
+	meta                          string // key\tvalue\tkey\tvalue...; "" = none
 }
 
 func (p *prepared) group() group {
@@ -238,6 +240,9 @@ func (p *prepared) group() group {
 	}
 	if p.o.exclusive {
 		g.excl = cmp.Or(p.o.exclKey, p.typ)
+	}
+	if len(p.o.meta) > 0 {
+		g.meta = strings.Join(p.o.meta, "\t")
 	}
 	return g
 }

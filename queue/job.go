@@ -41,6 +41,8 @@ type Job struct {
 	Result     []byte
 	// Exclusive is the lock key of an exclusive job (see [Exclusive]); empty otherwise.
 	Exclusive string
+	// Meta is the job's metadata (see [Meta]); nil when it has none.
+	Meta map[string]string
 	// Postponed counts the times a worker gave the job back unrun with a delay (an
 	// exclusive job whose lock was held, a type it has no handler for); those runs are
 	// not counted in Attempt.
@@ -131,6 +133,13 @@ func (d *jobFields) set(k, v string) {
 	case "payload":
 		d.piece(0, v)
 	default:
+		if key, ok := strings.CutPrefix(k, "m:"); ok {
+			if j.Meta == nil {
+				j.Meta = map[string]string{}
+			}
+			j.Meta[key] = v
+			return
+		}
 		n, ok := strings.CutPrefix(k, "payload+")
 		if !ok {
 			return
@@ -201,26 +210,27 @@ var maxJobMs = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
 // present, times in RFC 3339 (UTC) or null, payload and result as text (base64 when they
 // are not UTF-8, flagged by *_base64).
 type jobJSON struct {
-	ID            string     `json:"id"`
-	Type          string     `json:"type"`
-	Queue         string     `json:"queue"`
-	State         State      `json:"state"`
-	Attempt       int        `json:"attempt"`
-	MaxRetry      int        `json:"max_retry"`
-	TimeoutS      float64    `json:"timeout_s"`
-	Payload       string     `json:"payload"`
-	PayloadBase64 bool       `json:"payload_base64,omitempty"`
-	CreatedAt     *time.Time `json:"created_at"`
-	RunAt         *time.Time `json:"run_at"`
-	StartedAt     *time.Time `json:"started_at"`
-	FinishedAt    *time.Time `json:"finished_at"`
-	Worker        string     `json:"worker"`
-	LastError     string     `json:"last_error"`
-	Result        string     `json:"result"`
-	ResultBase64  bool       `json:"result_base64,omitempty"`
-	Exclusive     string     `json:"exclusive,omitempty"`
-	Postponed     int        `json:"postponed"`
-	Attempts      []Attempt  `json:"attempts"`
+	ID            string            `json:"id"`
+	Type          string            `json:"type"`
+	Queue         string            `json:"queue"`
+	State         State             `json:"state"`
+	Attempt       int               `json:"attempt"`
+	MaxRetry      int               `json:"max_retry"`
+	TimeoutS      float64           `json:"timeout_s"`
+	Payload       string            `json:"payload"`
+	PayloadBase64 bool              `json:"payload_base64,omitempty"`
+	CreatedAt     *time.Time        `json:"created_at"`
+	RunAt         *time.Time        `json:"run_at"`
+	StartedAt     *time.Time        `json:"started_at"`
+	FinishedAt    *time.Time        `json:"finished_at"`
+	Worker        string            `json:"worker"`
+	LastError     string            `json:"last_error"`
+	Result        string            `json:"result"`
+	ResultBase64  bool              `json:"result_base64,omitempty"`
+	Exclusive     string            `json:"exclusive,omitempty"`
+	Meta          map[string]string `json:"meta,omitempty"`
+	Postponed     int               `json:"postponed"`
+	Attempts      []Attempt         `json:"attempts"`
 }
 
 // MarshalJSON renders the job in the CLI's JSON contract (see README).
@@ -230,7 +240,7 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		MaxRetry: j.MaxRetry, TimeoutS: j.Timeout.Seconds(),
 		CreatedAt: jsonTime(j.CreatedAt), RunAt: jsonTime(j.RunAt),
 		StartedAt: jsonTime(j.StartedAt), FinishedAt: jsonTime(j.FinishedAt),
-		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive, Postponed: j.Postponed,
+		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive, Meta: j.Meta, Postponed: j.Postponed,
 		Attempts: j.Attempts,
 	}
 	if v.Attempts == nil {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -37,6 +38,7 @@ type options struct {
 	uniqueKeep  bool
 	exclusive   bool
 	exclKey     string
+	meta        []string // key, value, key, value... in the order given
 	errs        []error
 }
 
@@ -115,6 +117,59 @@ func UniqueUntilExpiry() Option { return func(o *options) { o.uniqueKeep = true 
 // attempt.
 func Exclusive(key string) Option {
 	return func(o *options) { o.exclusive, o.exclKey = true, key }
+}
+
+// Combine returns one option that applies opts in order: for a helper that gives several
+// options as one (see package jobsotel's Inject).
+func Combine(opts ...Option) Option {
+	return func(o *options) {
+		for _, opt := range opts {
+			opt(o)
+		}
+	}
+}
+
+// Meta limits: a job carries at most MaxMeta entries; a key is 1-64 printable bytes, a
+// value at most 256 bytes, neither with a tab or a newline.
+const (
+	MaxMeta      = 16
+	MaxMetaValue = 256
+)
+
+// Meta attaches a small piece of string metadata to the job: a trace context (see package
+// jobsotel), a tenant, a request ID. Handlers read it in Job.Meta; `jobs inspect` shows
+// it. A key given twice keeps its last value. Each entry is one field of the job's hash
+// ("m:" + key): a value of up to 64 bytes keeps the hash in Redis's compact encoding.
+func Meta(key, value string) Option {
+	return func(o *options) {
+		switch {
+		case len(key) == 0 || len(key) > 64 || strings.ContainsAny(key, "\t\n"):
+			o.errs = append(o.errs, invalid("meta key %q must be 1-64 bytes without tabs or newlines", key))
+			return
+		case len(value) > MaxMetaValue || strings.ContainsAny(value, "\t\n"):
+			o.errs = append(o.errs, invalid("meta %q: value must be at most %d bytes without tabs or newlines", key, MaxMetaValue))
+			return
+		}
+		if err := printable("meta key", key); err != nil {
+			o.errs = append(o.errs, err)
+			return
+		}
+		if !utf8.ValidString(value) {
+			o.errs = append(o.errs, invalid("meta %q: value is not valid UTF-8", key))
+			return
+		}
+		for i := 0; i < len(o.meta); i += 2 {
+			if o.meta[i] == key {
+				o.meta[i+1] = value
+				return
+			}
+		}
+		if len(o.meta)/2 == MaxMeta {
+			o.errs = append(o.errs, invalid("more than %d meta entries", MaxMeta))
+			return
+		}
+		o.meta = append(o.meta, key, value)
+	}
 }
 
 func resolve(opts []Option) (options, error) {

@@ -10,13 +10,14 @@
 --                               very call, resent, knows its own job from another's
 -- ARGV[3]  events_max           the events stream keeps about this many entries (<= 0: none)
 -- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
---          costs two arguments), each a 10-value header followed by its jobs:
+--          costs two arguments), each an 11-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          exclusive ("" = not exclusive; else the lock name workers run it under),
 --          unique_ttl_ms (0 = not unique), unique_keep ("1": keep the unique key until its
 --          TTL, not just until the job finishes), fresh ("1": the client generated the IDs,
---          48-bit time + 80 random bits; "": the caller chose them);
+--          48-bit time + 80 random bits; "": the caller chose them), meta ("" = none;
+--          else key\tvalue\tkey\tvalue..., each pair stored as the hash field "m:" .. key);
 --          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
 --          in a unique group, its unique key jobs:{q}:unique:<k>.
 -- Returns  {codes, holder, holder, ...}: codes has one character per job, in order:
@@ -51,7 +52,7 @@ local i = 4
 while i <= nargs do
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
-  local j = i + 10
+  local j = i + 11
   for _ = 1, tonumber(ARGV[i]) do
     n_keys = n_keys + 1
     keys[n_keys] = prefix .. ARGV[j]
@@ -76,7 +77,7 @@ while i <= nargs do
   if unique then step = 3 end
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
   if unique and not taken then taken = {} end -- unique keys taken in this call
-  local j = i + 10
+  local j = i + 11
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     local id = ARGV[j]
@@ -169,7 +170,7 @@ if maxlen > 0 and (n_ready > 0 or due) then
     if run_at > now then name = 'scheduled' end
     local step = 2
     if ARGV[i + 7] ~= '0' then step = 3 end
-    local j = i + 10
+    local j = i + 11
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
       if codes[k] == '1' then
@@ -228,6 +229,19 @@ while i <= nargs do
     f[base + 1] = 'enq'; f[base + 2] = nonce
     base = base + 2
   end
+  if ARGV[i + 10] ~= '' then
+    local kv = ARGV[i + 10]
+    local at_kv = 1
+    while true do
+      local t1 = string.find(kv, '\t', at_kv, true)
+      local t2 = t1 and string.find(kv, '\t', t1 + 1, true)
+      f[base + 1] = 'm:' .. sub(kv, at_kv, t1 - 1)
+      f[base + 2] = sub(kv, t1 + 1, (t2 or 0) - 1)
+      base = base + 2
+      if not t2 then break end
+      at_kv = t2 + 1
+    end
+  end
   local ttl = ARGV[i + 7]
   if unique then
     if ARGV[i + 8] == '1' then
@@ -239,7 +253,7 @@ while i <= nargs do
   end
   local step = 2
   if unique then step = 3 end
-  local j = i + 10
+  local j = i + 11
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then

@@ -76,3 +76,9 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Valu
 func Snooze(d time.Duration) error {
 	return &postpone{after: max(d, time.Millisecond), snooze: true}
 }
+
+// IsSnooze reports whether err, or an error it wraps, came from Snooze.
+func IsSnooze(err error) bool {
+	var p *postpone
+	return errors.As(err, &p) && p.snooze
+}
