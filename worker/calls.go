@@ -592,6 +592,5 @@ func (l *loop) reportError(job *queue.Job, err error) {
 // jobLog returns the worker's logger with a job's attributes. Built only when something is
 // logged: the happy path of a job logs nothing unless Debug is enabled.
 func (l *loop) jobLog(job *queue.Job) *slog.Logger {
-	return l.log.With(slog.String(attrJobID, job.ID), slog.String(attrJobType, job.Type),
-		slog.String(attrQueue, job.Queue), slog.Int(attrAttempt, job.Attempt))
+	return l.log.With(jobAttrs(job)...)
 }

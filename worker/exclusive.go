@@ -51,8 +51,8 @@ func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
 		rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 		defer stop()
 		if err := lk.Release(rctx); err != nil && !errors.Is(err, lock.ErrLost) {
-			e.log.LogAttrs(rctx, slog.LevelWarn, "cannot release exclusive lock; it expires by itself",
-				slog.String(attrJobID, job.ID), slog.String("error", err.Error()))
+			e.log.With(jobAttrs(job)...).LogAttrs(rctx, slog.LevelWarn, "cannot release exclusive lock; it expires by itself",
+				slog.String("error", err.Error()))
 		}
 	}()
 	return e.next.Process(lctx, job)

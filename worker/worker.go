@@ -237,8 +237,8 @@ func (w *Worker) failed(job *queue.Job, state queue.State, reason string, err er
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			w.log.LogAttrs(context.Background(), slog.LevelError, "Config.OnError or OnDead panicked",
-				slog.String(attrJobID, job.ID), slog.Any("panic", v))
+			w.log.With(jobAttrs(job)...).LogAttrs(context.Background(), slog.LevelError,
+				"Config.OnError or OnDead panicked", slog.Any("panic", v))
 		}
 	}()
 	j := *job
