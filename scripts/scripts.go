@@ -39,10 +39,12 @@ var (
 	Retry     = load("retry.lua")
 	Cancel    = load("cancel.lua")
 	Purge     = load("purge.lua")
+	// Metrics adds a worker's statistics to the metrics history; it moves no job.
+	Metrics = load("metrics.lua")
 )
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
-var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge}
+var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge, Metrics}
 
 // Source returns the full text Redis runs for the named file: the lib.lua functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's

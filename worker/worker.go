@@ -62,6 +62,11 @@ type Config struct {
 	Logger *slog.Logger
 	// ID names this worker in jobs (Job.Worker) and logs. Default: host:pid:random.
 	ID string
+	// HistoryInterval is how often the worker adds up what it ran (per queue, job type and
+	// minute: attempts, failures, run and wait times) to the metrics history in Redis that
+	// queue's Client.History and `jobs stats --history` read, in one round trip; it also
+	// flushes when it stops. Negative turns the history off for this worker. Default: 10s.
+	HistoryInterval time.Duration
 	// Registerer receives the worker's Prometheus metrics (jobs_processed_total,
 	// jobs_duration_seconds, jobs_worker_busy, jobs_worker_concurrency and the
 	// scrape-time jobs_queue_depth). Default: nil, no metrics.
@@ -76,6 +81,7 @@ func (c Config) withDefaults() Config {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, DefaultAbandonGrace)
+	c.HistoryInterval = cmp.Or(c.HistoryInterval, DefaultHistoryInterval)
 	if c.BackoffFunc == nil {
 		c.BackoffFunc = DefaultBackoff
 	}

@@ -157,6 +157,8 @@ func TestACLUser(t *testing.T) {
 	run("inspect", id)
 	run("ls", "default")
 	run("stats")
+	run("stats", "--history", "1h")
+	run("stats", "--history", "7d", "--json")
 	run("cancel", id)
 	run("retry", id)
 	run("pause", "default")
@@ -167,10 +169,12 @@ func TestACLUser(t *testing.T) {
 	run("doctor")
 	run("purge", "default", "--state", "scheduled", "--yes")
 	aclCancelNotice(t, srv, admin)
-	// A worker and a scheduler: claim, heartbeat, ack, exclusive lock, cron lock.
+	// A worker and a scheduler: claim, heartbeat with progress, ack, exclusive lock, cron
+	// lock, the metrics history's flush.
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join([]string{
-		"--redis", url, "worker", "--lease", "1s", "--run", "t=true"}, "\x1f"))
+		"--redis", url, "worker", "--lease", "1s", "--history-interval", "100ms",
+		"--run", "t=sh -c 'echo 50 half >&3'"}, "\x1f"))
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -179,6 +183,13 @@ func TestACLUser(t *testing.T) {
 	ex := strings.TrimSpace(run("enqueue", "--exclusive", "t").stdout)
 	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
+	})
+	if r := run("inspect", "--json", ex); !strings.Contains(r.stdout, `"progress":50,"progress_msg":"half"`) {
+		t.Errorf("progress written as the ACL user: %s", r.stdout)
+	}
+	waitFor(t, 10*time.Second, "the history flushed as the ACL user", func() bool {
+		out := runCLI("", "--redis", url, "stats", "--history", "1h", "--json").stdout
+		return strings.Contains(out, `"total":{"processed":`) && !strings.Contains(out, `"total":{"processed":0,`)
 	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil { // out is complete only once the process is gone

@@ -18,16 +18,26 @@ func statsCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
 		Usage: "count every queue's jobs by state, and today's processed and failed attempts",
-		Description: "--watch redraws every second with the throughput since the last draw. Examples:\n\n" +
+		Description: "--watch redraws every second with the throughput since the last draw. --history\n" +
+			"prints, per queue, the attempts processed and failed and the p50/p95 run and wait\n" +
+			"times (wait: from due to start) from the metrics history workers keep in Redis: 1h\n" +
+			"per minute, 24h and 7d per hour. Examples:\n\n" +
 			"   jobs stats\n" +
-			"   jobs stats --json | jq '.queues[] | select(.dead > 0)'",
+			"   jobs stats --json | jq '.queues[] | select(.dead > 0)'\n" +
+			"   jobs stats --history 1h --queue emails\n" +
+			"   jobs stats --history 7d --json | jq '.queues[0].points[-1]'",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: `print {"queues":[{"name":...,"ready":...}]}`},
 			&cli.BoolFlag{Name: "watch", Usage: "redraw every second until interrupted"},
+			&cli.StringFlag{Name: "history", Usage: "1h, 24h or 7d: print the metrics history over that span"},
+			&cli.StringSliceFlag{Name: "queue", Usage: "with --history: the queue to show (repeatable; default: every queue)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("stats takes no arguments, got %q", c.Args().First())
+			}
+			if c.IsSet("history") || c.IsSet("queue") {
+				return historyAction(c, e)
 			}
 			client, err := connect(c)
 			if err != nil {
