@@ -58,8 +58,11 @@
 // # Looking and steering
 //
 // [Client.Stats] and [Client.Depths] count jobs per state; [Client.Get], [Client.Find] and
-// [Client.List] read them; [Client.Retry], [Client.RetryAllDead], [Client.Cancel],
-// [Client.Purge], [Client.Pause] and [Client.Resume] act on them. The `jobs` command
+// [Client.List] read them (with the progress a running job's handler reported:
+// [Job].Progress); [Client.History] reads the metrics history workers keep per queue,
+// job type and minute (processed, failed, p50/p95 run and wait times) for charts without
+// Prometheus; [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge],
+// [Client.Pause] and [Client.Resume] act on them. The `jobs` command
 // does the same from a shell. The data is plain Redis that redis-cli can read: KEYS.md
 // in the repository documents every key.
 package queue

@@ -147,7 +147,9 @@ func (l *loop) takeProgress(runs []*run, now time.Time, final bool) []*proto.Pro
 			out[i], r.progressSent = p, p
 		}
 	}
-	if out != nil {
+	if out != nil && !final {
+		// Final sends do not count: with short jobs ending all the time they would
+		// hold back the running jobs' progress forever.
 		l.prog.last = now
 	}
 	return out
