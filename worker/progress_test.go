@@ -20,7 +20,7 @@ import (
 
 // clientWithPrefix is newClient that also returns the key prefix, for tests that read
 // raw keys.
-func clientWithPrefix(t *testing.T, rdb *redis.Client) (*queue.Client, string) {
+func clientWithPrefix(t *testing.T, rdb redis.UniversalClient) (*queue.Client, string) {
 	t.Helper()
 	p := redistest.Prefix(t)
 	c, err := queue.NewClient(rdb, queue.Config{Prefix: p})
@@ -260,7 +260,7 @@ func quietLogger(t *testing.T) *slog.Logger {
 }
 
 // totalCalls is the number of commands the server has run (INFO commandstats).
-func totalCalls(t *testing.T, rdb *redis.Client) int64 {
+func totalCalls(t *testing.T, rdb redis.UniversalClient) int64 {
 	t.Helper()
 	info, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
