@@ -30,12 +30,15 @@ func printJob(w io.Writer, j *queue.Job) {
 	row("started", when(j.StartedAt))
 	row("finished", when(j.FinishedAt))
 	row("worker", dash(clean(j.Worker, false)))
-	progress := "-"
-	if !j.ProgressAt.IsZero() {
-		progress = strings.TrimSpace(fmt.Sprintf("%d%% %s", j.Progress, clean(j.ProgressMessage, false)))
+	if j.ProgressAt.IsZero() {
+		row("progress", "-")
+	} else {
+		msg := clean(j.ProgressMessage, false)
+		if msg != "" {
+			msg += " "
+		}
+		row("progress", fmt.Sprintf("%d%% %s(at %s)", j.Progress, msg, when(j.ProgressAt)))
 	}
-	row("progress", progress)
-	row("progress at", when(j.ProgressAt))
 	row("payload", dash(clip(clean(string(j.Payload), true))))
 	row("result", dash(clip(clean(string(j.Result), true))))
 	row("last error", dash(clip(clean(j.LastError, true))))
