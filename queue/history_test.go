@@ -164,4 +164,3 @@ func TestHistBucketBounds(t *testing.T) {
 		}
 	}
 }
-

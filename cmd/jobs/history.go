@@ -167,4 +167,3 @@ func dur(d time.Duration) string {
 		return d.Round(10 * time.Millisecond).String()
 	}
 }
-
