@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/internal/proto"
 )
 
@@ -77,45 +79,57 @@ func (l *loop) observeHistory(r *run, failed bool, took time.Duration) {
 	}
 }
 
-// historyStep flushes the history when its time has come, or at once when the worker is
-// stopping and has settled every run.
+// historyStep flushes the history when its time has come (the last flush, when the
+// worker stops, is flushHistoryAtExit's).
 func (l *loop) historyStep(now time.Time) {
 	h := &l.hist
-	if len(h.pending) == 0 || h.flushing {
+	if len(h.pending) == 0 || h.flushing || now.Before(h.flushAt) {
 		return
 	}
-	final := l.stopping && len(l.runs) == 0
-	if !final && now.Before(h.flushAt) {
-		return
-	}
-	samples := make([]*proto.MetricsSample, 0, len(h.pending))
-	for _, s := range h.pending {
-		samples = append(samples, s)
-	}
-	h.pending, h.flushAt, h.flushing = map[historyKey]*proto.MetricsSample{}, time.Time{}, true
+	samples := h.take()
+	h.flushing = true
 	l.calls++
 	go func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		retry, err := l.w.broker.RecordMetrics(ctx, samples)
 		cancel()
-		l.postEvent(func() { l.flushed(retry, err, final) })
+		l.postEvent(func() { l.flushed(retry, err) })
 	}()
 }
 
-// flushed takes a flush's outcome: samples that certainly were not recorded are kept for
-// the next flush, unless the worker is stopping (Run must not wait for Redis to come
-// back for statistics).
-func (l *loop) flushed(retry []*proto.MetricsSample, err error, final bool) {
+// take returns the pending samples and forgets them.
+func (h *history) take() []*proto.MetricsSample {
+	samples := make([]*proto.MetricsSample, 0, len(h.pending))
+	for _, s := range h.pending {
+		samples = append(samples, s)
+	}
+	h.pending, h.flushAt = map[historyKey]*proto.MetricsSample{}, time.Time{}
+	return samples
+}
+
+// historyExitTimeout bounds the last flush: statistics must not hold a shutdown.
+const historyExitTimeout = 2 * time.Second
+
+// flushHistoryAtExit sends what is pending once the loop has ended (every run settled,
+// every call answered), so Run returns with the worker's history recorded. It runs after
+// the loop rather than in it, so a stopping loop ends as soon as its jobs are settled.
+func (l *loop) flushHistoryAtExit(ctx context.Context) {
+	if len(l.hist.pending) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyExitTimeout)
+	defer cancel()
+	_, err := l.w.broker.RecordMetrics(ctx, l.hist.take())
+	l.historyError(err, false)
+}
+
+// flushed takes a periodic flush's outcome: samples that certainly were not recorded are
+// kept for the next flush (or the last, when the worker stops).
+func (l *loop) flushed(retry []*proto.MetricsSample, err error) {
 	h := &l.hist
 	l.calls--
 	h.flushing = false
-	if err == nil {
-		return
-	}
-	keep := !final && !l.stopping
-	l.log.LogAttrs(context.Background(), slog.LevelWarn, "cannot record the metrics history",
-		slog.String("error", err.Error()), slog.Bool("retrying", keep && len(retry) > 0))
-	if !keep {
+	if !l.historyError(err, len(retry) > 0) {
 		return
 	}
 	for _, s := range retry {
@@ -129,4 +143,21 @@ func (l *loop) flushed(retry []*proto.MetricsSample, err error, final bool) {
 	if len(h.pending) > 0 && h.flushAt.IsZero() {
 		h.flushAt = time.Now().Add(h.every)
 	}
+}
+
+// historyError logs a flush's error and reports whether its samples are worth another try.
+func (l *loop) historyError(err error, retrying bool) bool {
+	if err == nil {
+		return false
+	}
+	if redis.IsOOMError(err) {
+		// A full Redis (maxmemory, noeviction) refuses the history's writes, which only
+		// add: dropped, not retried, and not a warning, since the worker's own calls
+		// still go through (they remove first) and enqueues already report it loudly.
+		l.log.LogAttrs(context.Background(), slog.LevelInfo, "metrics history dropped: Redis is out of memory; jobs still run")
+		return false
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelWarn, "cannot record the metrics history",
+		slog.String("error", err.Error()), slog.Bool("retrying", retrying))
+	return true
 }

@@ -197,6 +197,7 @@ func (l *loop) run(ctx context.Context) {
 		}
 	}
 	close(l.exited)
+	defer l.flushHistoryAtExit(ctx)
 	for s := range l.slots {
 		close(s.in) // idle slots end; an abandoned one ends when its handler returns
 	}
