@@ -168,9 +168,7 @@ func (l *loop) beat(q *queueState, runs []*run, now time.Time) {
 		lost, cancelled, err := l.w.broker.HeartbeatProgress(ctx, q.name, l.cfg.Lease, jobs, progress)
 		cancel()
 		l.postEvent(func() {
-			if err != nil {
-				l.progressFailed(runs, progress, time.Now())
-			}
+			l.progressAnswered(runs, progress, err, time.Now())
 			l.beaten(q, runs, now, lost, cancelled, err)
 		})
 	}()

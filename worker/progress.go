@@ -145,6 +145,7 @@ func (l *loop) takeProgress(runs []*run, now time.Time, final bool) []*proto.Pro
 				out = make([]*proto.Progress, len(runs))
 			}
 			out[i], r.progressSent = p, p
+			r.progressBeats++ // until progressAnswered
 		}
 	}
 	if out != nil && !final {
@@ -155,22 +156,44 @@ func (l *loop) takeProgress(runs []*run, now time.Time, final bool) []*proto.Pro
 	return out
 }
 
-// progressFailed marks the progress of a failed call unsent again, so the next send
-// carries it unless the handler reported a newer one.
-func (l *loop) progressFailed(runs []*run, sent []*proto.Progress, now time.Time) {
+// progressAnswered takes the reply of a call that carried progress: what it carried is
+// written, or, when it failed, unsent again, so the next send carries it unless the
+// handler reported a newer one.
+func (l *loop) progressAnswered(runs []*run, sent []*proto.Progress, err error, now time.Time) {
 	for i, p := range sent {
-		if p != nil && runs[i].progressSent == p {
-			runs[i].progressSent = nil
+		if p == nil {
+			continue
+		}
+		r := runs[i]
+		r.progressBeats--
+		switch {
+		case err == nil:
+			r.progressAcked = p
+		case r.progressSent == p:
+			r.progressSent = nil
 			l.progressRang(now)
 		}
 	}
 }
 
-// closeProgress holds back the outcome of r, whose handler returned with progress not
-// sent yet, until that progress is sent; it reports whether it did. A run that lost its
-// lease has nothing to send: the script would refuse it.
+// unconfirmed returns the progress r's handler reported last if Redis has not
+// acknowledged it yet, or nil.
+func (r *run) unconfirmed() *proto.Progress {
+	if r.progress == nil {
+		return nil
+	}
+	if p := r.progress.latest.Load(); p != r.progressAcked {
+		return p
+	}
+	return nil
+}
+
+// closeProgress holds back the outcome of r, whose handler returned with progress Redis
+// has not acknowledged, until it has; it reports whether it did. An outcome recorded
+// first would end the lease, and the script would then refuse the progress. A run that
+// lost its lease has nothing to send: the script would refuse it.
 func (l *loop) closeProgress(r *run, o outcome) bool {
-	if r.unsent() == nil || errors.Is(o.cause, errLeaseLost) {
+	if r.unconfirmed() == nil || errors.Is(o.cause, errLeaseLost) {
 		return false
 	}
 	l.prog.closing = append(l.prog.closing, closing{r, o})
@@ -178,11 +201,27 @@ func (l *loop) closeProgress(r *run, o outcome) bool {
 }
 
 // sendClosing sends the final progress of the runs whose handler returned, one call per
-// queue, then records their outcomes. Best effort: a call that fails loses the progress,
-// not the outcome.
+// queue, then records their outcomes. A run whose progress is in flight in a heartbeat
+// waits for its reply first: two calls in flight may run in either order, and the older
+// value must not land last. Best effort: a call that fails loses the progress, not the
+// outcome.
 func (l *loop) sendClosing() {
-	batch := l.prog.closing
-	l.prog.closing, l.prog.closingSent = nil, true
+	var batch, wait []closing
+	for _, c := range l.prog.closing {
+		switch {
+		case c.r.progressBeats > 0:
+			wait = append(wait, c)
+		case c.r.unconfirmed() == nil:
+			l.settleOutcome(c.r, c.o) // the heartbeat's reply confirmed it
+		default:
+			batch = append(batch, c)
+		}
+	}
+	l.prog.closing = wait
+	if len(batch) == 0 {
+		return
+	}
+	l.prog.closingSent = true
 	l.calls++
 	byQueue := map[string][]*run{}
 	for _, c := range batch {
@@ -204,13 +243,17 @@ func (l *loop) sendClosing() {
 	go func() {
 		ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/4, reportTimeout))
 		defer cancel()
+		errs := map[string]error{}
 		for q, s := range calls {
 			// Lost tokens need no action here: the outcome's own call reports them.
-			_, _, _ = l.w.broker.HeartbeatProgress(ctx, q, l.cfg.Lease, s.jobs, s.progress)
+			_, _, errs[q] = l.w.broker.HeartbeatProgress(ctx, q, l.cfg.Lease, s.jobs, s.progress)
 		}
 		l.postEvent(func() {
 			l.calls--
 			l.prog.closingSent = false
+			for q, s := range calls {
+				l.progressAnswered(byQueue[q], s.progress, errs[q], time.Now())
+			}
 			for _, c := range batch {
 				l.settleOutcome(c.r, c.o)
 			}

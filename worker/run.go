@@ -69,9 +69,12 @@ type run struct {
 	took   time.Duration
 
 	// progress is what its handler reports (set when it starts); progressSent the value
-	// last sent or being sent (see progress.go).
-	progress     *progressBox
-	progressSent *proto.Progress
+	// last sent or being sent, progressAcked the last one Redis answered, progressBeats
+	// the calls carrying its progress still in flight (see progress.go).
+	progress      *progressBox
+	progressSent  *proto.Progress
+	progressAcked *proto.Progress
+	progressBeats int
 
 	// cancelled: an operator cancelled the job (heartbeat or notice); its outcome goes to
 	// dead whatever it is (the scripts see the job's cancel field).
