@@ -149,6 +149,9 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 func (l *loop) run(ctx context.Context) {
 	bg, stopCalls := context.WithCancel(context.WithoutCancel(ctx))
 	l.bg = bg
+	// The last history flush runs once the calls are stopped (a wait still in flight
+	// then ends at once, as without it), on its own bounded context.
+	defer l.flushHistoryAtExit(ctx)
 	defer stopCalls()
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
@@ -197,7 +200,6 @@ func (l *loop) run(ctx context.Context) {
 		}
 	}
 	close(l.exited)
-	defer l.flushHistoryAtExit(ctx)
 	for s := range l.slots {
 		close(s.in) // idle slots end; an abandoned one ends when its handler returns
 	}
