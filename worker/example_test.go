@@ -69,7 +69,7 @@ func ExampleProgress() {
 	go func() { stopped <- w.Run(ctx) }()
 
 	id, _ := client.Enqueue(ctx, "import", nil)
-	for {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		// jobs inspect shows the same; while the job runs, within about a second.
 		job, err := client.Get(ctx, queue.DefaultQueue, id)
 		if err == nil && job.State == queue.StateDone {
