@@ -14,7 +14,18 @@ import (
 
 // BenchmarkProcess drains b.N pre-enqueued jobs with a no-op handler at concurrency 100:
 // the worker's whole hot path (claim, run, ack) against the real test Redis.
+// BenchmarkProcess drains pre-enqueued no-op jobs with a worker of concurrency 100, with
+// the metrics history on (the default) and off: run with -count N to interleave them.
 func BenchmarkProcess(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+	}{{"history=on", 0}, {"history=off", -1}} {
+		b.Run(tc.name, func(b *testing.B) { benchProcess(b, tc.every) })
+	}
+}
+
+func benchProcess(b *testing.B, history time.Duration) {
 	c, err := queue.NewClient(redistest.Client(b), queue.Config{Prefix: redistest.Prefix(b), DoneRetention: -1})
 	if err != nil {
 		b.Fatal(err)
@@ -31,7 +42,7 @@ func BenchmarkProcess(b *testing.B) {
 	}
 	var n atomic.Int64
 	all := make(chan struct{})
-	w, err := New(c, Config{Concurrency: 100, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	w, err := New(c, Config{Concurrency: 100, HistoryInterval: history, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Handler: HandlerFunc(func(context.Context, *queue.Job) error {
 			if n.Add(1) == int64(b.N) {
 				close(all)
