@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,7 @@ import (
 const (
 	DefaultPollInterval = 500 * time.Millisecond
 	DefaultLockTTL      = time.Minute
+	DefaultBeat         = proto.DefaultBeat
 	// fullReload is how often the dynamic entries are re-read even when the version key
 	// did not change (someone edited the hash by hand).
 	fullReload = 30 * time.Second
@@ -60,8 +62,14 @@ type Config struct {
 	LockTTL time.Duration
 	// Logger receives the scheduler's logs. Default: slog.Default().
 	Logger *slog.Logger
-	// ID names this scheduler in logs. Default: host:pid:random.
+	// ID names this scheduler in logs and in the registry of live processes; two live
+	// schedulers must not share one. Default: host:pid:random.
 	ID string
+	// Beat is how often the scheduler renews its entry in the registry of live processes
+	// (`jobs workers`): one script call per beat. The entry expires three beats after the
+	// last renewal; an operator's quiet or stop is obeyed within one beat. At least 100ms.
+	// Default: 5s.
+	Beat time.Duration
 	// Registerer receives jobs_cron_fired_total{entry} (ticks this scheduler enqueued) and
 	// jobs_cron_skipped_total{entry,reason} (reason "held": another scheduler fired the
 	// tick; "duplicate": its job already existed). Default: nil, no metrics.
@@ -71,6 +79,7 @@ type Config struct {
 // Scheduler fires cron entries; see the package doc.
 type Scheduler struct {
 	client *queue.Client
+	broker broker.Broker // client's worker side: the registry beat
 	store  *Store
 	locker *lock.Locker
 	cfg    Config
@@ -80,6 +89,7 @@ type Scheduler struct {
 	// firing counts the fire calls under way: each runs on its own goroutine, so that an
 	// entry whose enqueue fails or hangs never delays another entry's tick.
 	firing sync.WaitGroup
+	busy   atomic.Int64 // fire calls under way, shown in the registry
 
 	fired, skipped *prometheus.CounterVec // nil without Config.Registerer
 }
@@ -92,6 +102,7 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 	}
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
 	cfg.LockTTL = cmp.Or(cfg.LockTTL, DefaultLockTTL)
+	cfg.Beat = cmp.Or(cfg.Beat, DefaultBeat)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -101,7 +112,10 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 	if cfg.PollInterval < 0 || cfg.LockTTL < time.Second {
 		return nil, fmt.Errorf("cron: Config.PollInterval must be positive and LockTTL at least 1s")
 	}
-	s := &Scheduler{client: client, store: NewStore(client), locker: lock.New(broker.Of(client).Redis()),
+	if cfg.Beat < 100*time.Millisecond {
+		return nil, fmt.Errorf("cron: Config.Beat %s is under 100ms", cfg.Beat)
+	}
+	s := &Scheduler{client: client, broker: broker.Of(client), store: NewStore(client), locker: lock.New(broker.Of(client).Redis()),
 		cfg: cfg, log: cfg.Logger.With(slog.String("scheduler_id", cfg.ID)), static: map[string]Entry{}}
 	if reg := cfg.Registerer; reg != nil {
 		s.fired = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -135,15 +149,19 @@ type planned struct {
 	next  time.Time
 }
 
-// Run fires entries until ctx is cancelled, then returns nil. Redis errors are logged and
-// retried; they never stop it.
+// Run fires entries until ctx is cancelled or an operator stops the scheduler
+// (queue.Client.Stop, `jobs workers stop`), then returns nil. Redis errors are logged and
+// retried; they never stop it. While it runs, the scheduler is listed in the registry of
+// live processes (see Config.Beat); it leaves the list when Run returns.
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.log.LogAttrs(ctx, slog.LevelInfo, "scheduler started", slog.Int("static_entries", len(s.static)))
 	plan := map[string]*planned{}
 	version := int64(-1)
 	var nextPoll, lastFull time.Time
 	first := true
-	for ctx.Err() == nil {
+	orders, stopBeats := s.beats(ctx)
+	var quiet, stop bool // an operator's orders, read by the beats
+	for ctx.Err() == nil && !stop {
 		now := time.Now()
 		if !now.Before(nextPoll) {
 			nextPoll = now.Add(s.cfg.PollInterval)
@@ -162,7 +180,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			// A zero next tick means none: it must never count as due, or the loop
 			// would fire it (dated year 1) and spin.
 			if !p.next.IsZero() && !p.next.After(now) {
-				s.start(ctx, p, p.next)
+				if !quiet {
+					s.start(ctx, p, p.next)
+				}
 				// Ticks missed while the loop was held up (process paused) are skipped.
 				p.next = p.sched.Next(time.Now())
 			}
@@ -177,10 +197,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-t.C:
+		case order := <-orders:
+			s.obey(ctx, order, &quiet, &stop)
 		}
 		t.Stop()
 	}
 	s.firing.Wait()
+	stopBeats()
+	s.deregister(ctx)
 	s.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelInfo, "scheduler stopped")
 	return nil
 }
@@ -292,7 +316,11 @@ func lastMissed(sched schedule, last, now time.Time) time.Time {
 // schedule are passed by value: the loop goes on to update p.
 func (s *Scheduler) start(ctx context.Context, p *planned, tick time.Time) {
 	e, sched := p.entry, p.sched
-	s.firing.Go(func() { s.fire(ctx, e, sched, tick) })
+	s.busy.Add(1)
+	s.firing.Go(func() {
+		defer s.busy.Add(-1)
+		s.fire(ctx, e, sched, tick)
+	})
 }
 
 // fire enqueues e's job for tick unless another scheduler already did.

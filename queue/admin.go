@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/scripts"
 )
 
@@ -32,10 +32,28 @@ type QueueStats struct {
 	// leases), retried or not.
 	ProcessedToday int64 `json:"processed_today"`
 	FailedToday    int64 `json:"failed_today"`
+	// Workers counts the live workers claiming from the queue (see [Client.Processes]):
+	// quiet and stopping ones are not counted.
+	Workers int `json:"workers"`
+	// Latency is the age of the queue's oldest ready job, the next to be claimed: Redis's
+	// time now less the time it became due (its run_at, else its enqueue time). Zero when
+	// nothing is ready. A growing latency with jobs ready means too few workers. JSON:
+	// latency_ms.
+	Latency time.Duration `json:"-"`
 }
 
-// Stats returns the counts of every known queue, sorted by name, in two round trips (the
-// Redis clock for "today", then one pipeline).
+// MarshalJSON writes s with Latency as latency_ms, an integer of milliseconds.
+func (s QueueStats) MarshalJSON() ([]byte, error) {
+	type plain QueueStats
+	return json.Marshal(struct {
+		plain
+		LatencyMS int64 `json:"latency_ms"`
+	}{plain(s), s.Latency.Milliseconds()})
+}
+
+// Stats returns the counts of every known queue, sorted by name, with its live workers
+// and latency, in five round trips (the Redis clock for "today"; one pipeline of counts
+// and the head of each ready list; the registry, two; the heads' due times).
 func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	qs, err := c.Queues(ctx)
 	if err != nil {
@@ -48,7 +66,7 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	day := now.UTC().Format(time.DateOnly)
 	type counts struct {
 		ready, scheduled, active, retry, dead, done, paused *redis.IntCmd
-		processed, failed                                   *redis.StringCmd
+		processed, failed, head                             *redis.StringCmd
 	}
 	pipe := c.rdb.Pipeline()
 	cs := make([]counts, len(qs))
@@ -60,10 +78,24 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 			dead: pipe.ZCard(ctx, k.dead), done: pipe.ZCard(ctx, k.done),
 			paused:    pipe.Exists(ctx, k.paused),
 			processed: pipe.Get(ctx, k.stats+"processed:"+day), failed: pipe.Get(ctx, k.stats+"failed:"+day),
+			head: pipe.LIndex(ctx, k.ready, -1), // the right end is claimed next
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("stats: %w", err)
+	}
+	ps, _, err := c.processes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	workers := workersPerQueue(ps)
+	heads := make([]string, len(qs))
+	for i, x := range cs {
+		heads[i] = x.head.Val()
+	}
+	latency, err := c.latencies(ctx, qs, heads, now)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]QueueStats, len(qs))
 	for i, q := range qs {
@@ -72,7 +104,38 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 		f, _ := x.failed.Int64()
 		out[i] = QueueStats{Name: q, Ready: x.ready.Val(), Scheduled: x.scheduled.Val(),
 			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(),
-			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f}
+			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f,
+			Workers: workers[q], Latency: latency[i]}
+	}
+	return out, nil
+}
+
+// latencies returns, for each queue of qs, the age at now of its ready job heads[i] (the
+// next to be claimed; "" when none ready), in one pipelined round trip.
+func (c *Client) latencies(ctx context.Context, qs, heads []string, now time.Time) ([]time.Duration, error) {
+	out := make([]time.Duration, len(qs))
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(qs))
+	for i, q := range qs {
+		if heads[i] != "" {
+			cmds[i] = pipe.HMGet(ctx, c.keys.queue(q).job(heads[i]), "created_at", "run_at")
+		}
+	}
+	if pipe.Len() == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for i, cmd := range cmds {
+		if cmd == nil || len(cmd.Val()) != 2 {
+			continue
+		}
+		created, _ := cmd.Val()[0].(string)
+		runAt, _ := cmd.Val()[1].(string)
+		if since := readySince(created, runAt); !since.IsZero() {
+			out[i] = max(now.Sub(since), 0)
+		}
 	}
 	return out, nil
 }
@@ -155,8 +218,8 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 		return nil, err
 	}
 	qk := c.keys.queue(queue)
-	args := append([]any{qk.jobPrefix, string(from)}, toAny(ids)...)
-	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake},
+	args := append([]any{qk.jobPrefix, string(from), c.eventsMax()}, toAny(ids)...)
+	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake, qk.events},
 		args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("retry in %s: %w", queue, err)
@@ -179,8 +242,8 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 		return "", err
 	}
 	qk := c.keys.queue(queue)
-	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead},
-		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue).Text()
+	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.events},
+		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue, c.eventsMax()).Text()
 	if err != nil {
 		return "", fmt.Errorf("cancel %s: %w", id, err)
 	}
@@ -207,28 +270,25 @@ func stateResult(op, id, res string) error {
 }
 
 // Pause stops workers from claiming the queue's jobs; enqueues go on being accepted.
+// Pausing a paused queue changes nothing.
 func (c *Client) Pause(ctx context.Context, queue string) error {
-	if err := ValidateQueue(queue); err != nil {
-		return err
-	}
-	if err := c.rdb.Set(ctx, c.keys.queue(queue).paused, "1", 0).Err(); err != nil {
-		return fmt.Errorf("pause %s: %w", queue, err)
-	}
-	return nil
+	return c.pause(ctx, "pause", queue, true)
 }
 
-// Resume lets workers claim the queue's jobs again, waking idle ones at once.
+// Resume lets workers claim the queue's jobs again, waking idle ones at once. Resuming a
+// queue that is not paused changes nothing.
 func (c *Client) Resume(ctx context.Context, queue string) error {
+	return c.pause(ctx, "resume", queue, false)
+}
+
+// pause runs pause.lua: the flag and its event (paused, resumed) change in one step.
+func (c *Client) pause(ctx context.Context, op, queue string, on bool) error {
 	if err := ValidateQueue(queue); err != nil {
 		return err
 	}
 	qk := c.keys.queue(queue)
-	pipe := c.rdb.TxPipeline()
-	pipe.Del(ctx, qk.paused)
-	pipe.LPush(ctx, qk.wake, proto.WakeReady)
-	pipe.LTrim(ctx, qk.wake, 0, 127)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("resume %s: %w", queue, err)
+	if err := c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events}, flag(on), c.eventsMax()).Err(); err != nil {
+		return fmt.Errorf("%s %s: %w", op, queue, err)
 	}
 	return nil
 }
@@ -262,7 +322,8 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	}
 	total := 0
 	for left > 0 {
-		n, err := c.run(ctx, scripts.Purge, []string{index}, qk.jobPrefix, min(left, 1000), string(state), maxScore).Int()
+		n, err := c.run(ctx, scripts.Purge, []string{index, qk.events}, qk.jobPrefix, min(left, 1000), string(state),
+			maxScore, c.eventsMax()).Int()
 		if err != nil {
 			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
 		}
@@ -293,7 +354,10 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 			return nil, err
 		}
 	}
-	pipe := c.rdb.Pipeline()
+	// MULTI/EXEC: each queue's counts are one snapshot (a job moving between two of its
+	// states while the counts are read would otherwise be counted in neither, or twice).
+	// A queue's keys share a slot; on a cluster go-redis runs one MULTI per slot.
+	pipe := c.rdb.TxPipeline()
 	type cmds struct{ ready, scheduled, active, retry, dead *redis.IntCmd }
 	cs := make([]cmds, len(queues))
 	for i, q := range queues {

@@ -169,7 +169,7 @@ func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) []BatchRe
 		for start := 0; start < len(all); start += batchChunk {
 			chunk := all[start:min(start+batchChunk, len(all))]
 			calls = append(calls, &scriptCall{script: scripts.Enqueue,
-				keys: []string{qk.ready, qk.scheduled, qk.wake}, args: c.enqueueArgs(qk, jobs, chunk)})
+				keys: []string{qk.ready, qk.scheduled, qk.wake, qk.events}, args: c.enqueueArgs(qk, jobs, chunk)})
 			owners = append(owners, chunk)
 		}
 	}
@@ -191,8 +191,8 @@ func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) []BatchRe
 // nonce, stored in those jobs' hashes: if go-redis resends the call after a lost reply,
 // the script recognizes its own jobs instead of reporting them as duplicates.
 func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
-	args := make([]any, 2, 12+2*len(chunk))
-	args[0], args[1] = qk.jobPrefix, ""
+	args := make([]any, 3, 13+2*len(chunk))
+	args[0], args[1], args[2] = qk.jobPrefix, "", c.eventsMax()
 	for _, i := range chunk {
 		if !jobs[i].fresh {
 			args[1] = c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)

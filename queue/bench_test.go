@@ -183,3 +183,43 @@ func BenchmarkAckClaim(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAckClaimEvents is BenchmarkAckClaim's combined round (ack 100, claim 100, one
+// call) with the event stream on (the default) and off: what events cost a busy worker.
+// Compare the two ns/op, interleaved with -count.
+func BenchmarkAckClaimEvents(b *testing.B) {
+	const batch = 100
+	for _, v := range []struct {
+		name   string
+		events int
+	}{{"off", -1}, {"on", 0}} {
+		b.Run("events="+v.name, func(b *testing.B) {
+			c, err := NewClient(redistest.Client(b), Config{Prefix: redistest.Prefix(b), DoneRetention: -1, Events: v.events})
+			if err != nil {
+				b.Fatal(err)
+			}
+			refill := make([]BatchJob, 2000)
+			for i := range refill {
+				refill[i] = BatchJob{Type: "bench", Payload: payload100}
+			}
+			var held []*Job
+			ready := 0
+			for b.Loop() {
+				if ready < batch {
+					b.StopTimer()
+					if _, err := c.EnqueueBatch(ctx, refill); err != nil {
+						b.Fatal(err)
+					}
+					ready += len(refill)
+					b.StartTimer()
+				}
+				_, jobs, err := c.broker().AckClaim(ctx, "default", held, make([][]byte, len(held)), batch, time.Minute, "w")
+				if err != nil || len(jobs) != batch {
+					b.Fatalf("round = %d jobs, %v; want %d", len(jobs), err, batch)
+				}
+				held, ready = jobs, ready-len(jobs)
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}

@@ -28,6 +28,7 @@ const (
 	DefaultDeadRetention = 30 * 24 * time.Hour
 	DefaultDeadMax       = 10_000
 	DefaultDoneMax       = 10_000
+	DefaultEvents        = 10_000
 )
 
 // Config configures a Client. The zero value is valid: every zero field means its
@@ -50,6 +51,14 @@ type Config struct {
 	// DoneMax caps how many done jobs a queue keeps within DoneRetention; the oldest are
 	// deleted past it, so retention cannot grow with throughput. Default: 10000.
 	DoneMax int
+	// Events is about how many events each queue's stream keeps (see [Client.Events]):
+	// every transition this Client runs appends one, in the same script, and Redis drops
+	// the oldest past this (in whole blocks, so a few more may stay). Negative: this
+	// Client writes no events at all. A reader more than this many events behind gets
+	// [ErrEventsGap]; raise it if `jobs tail` consumers fall that far behind. Each event
+	// costs Redis about 75 bytes, so the default holds about 750 KB per queue: lower it on
+	// a small Redis. Default: 10000.
+	Events int
 }
 
 func (c Config) withDefaults() Config {
@@ -59,6 +68,7 @@ func (c Config) withDefaults() Config {
 	c.DeadRetention = cmp.Or(c.DeadRetention, DefaultDeadRetention)
 	c.DeadMax = cmp.Or(c.DeadMax, DefaultDeadMax)
 	c.DoneMax = cmp.Or(c.DoneMax, DefaultDoneMax)
+	c.Events = cmp.Or(c.Events, DefaultEvents)
 	return c
 }
 

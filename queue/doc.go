@@ -57,12 +57,28 @@
 //
 // # Looking and steering
 //
-// [Client.Stats] and [Client.Depths] count jobs per state; [Client.Get], [Client.Find] and
-// [Client.List] read them (with the progress a running job's handler reported:
-// [Job].Progress); [Client.History] reads the metrics history workers keep per queue,
-// job type and minute (processed, failed, p50/p95 run and wait times) for charts without
-// Prometheus; [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge],
-// [Client.Pause] and [Client.Resume] act on them. The `jobs` command
-// does the same from a shell. The data is plain Redis that redis-cli can read: KEYS.md
-// in the repository documents every key.
+// [Client.Stats] and [Client.Depths] count jobs per state (Stats also gives each queue's
+// live workers and latency); [Client.Get], [Client.Find] and [Client.List] read them;
+// [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge], [Client.Pause]
+// and [Client.Resume] act on them. A [Job] carries its last attempts ([Attempt]: when,
+// where, how each ended). [Client.History] reads the metrics history workers keep per
+// queue, job type and minute (processed, failed, p50/p95 run and wait times) for charts
+// without Prometheus; a running job's handler reports its progress ([Job].Progress).
+//
+// Every running worker and scheduler keeps an entry in a registry of live processes,
+// renewed every few seconds and expiring three beats after its process dies.
+// [Client.Processes] lists them with the jobs each runs; [Client.Quiet] tells one to
+// claim no more jobs and finish its running ones, [Client.Stop] to shut down gracefully.
+//
+// # Events
+//
+// Every transition appends one [Event] to its queue's capped stream in the same atomic
+// step ([Config].Events sets the cap, or turns events off), so an event exists exactly
+// for each change that committed, in commit order per queue. [Client.Events] follows the
+// streams of several queues (on a Redis Cluster too) and resumes from a cursor; a reader
+// that fell behind what the stream keeps gets a [GapError], never a silent loss.
+// [Client.Wait] returns a job once it is done or dead. `jobs tail` prints the events.
+//
+// The `jobs` command does all this from a shell. The data is plain Redis that redis-cli
+// can read: KEYS.md in the repository documents every key.
 package queue

@@ -29,6 +29,9 @@ var (
 	// ErrInvalid: an argument is malformed (queue name, job type, ID, option); the message
 	// names it.
 	ErrInvalid = errors.New("queue: invalid argument")
+	// ErrNoProcess: no live worker or scheduler has that ID in the registry ([Client.Quiet],
+	// [Client.Stop]): it never ran, it stopped, or it died more than three beats ago.
+	ErrNoProcess = errors.New("queue: no live process with that ID")
 )
 
 func invalid(format string, args ...any) error {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
+	"github.com/jobs-dev/jobs/worker"
 )
 
 // exampleRedis is the test server; in an application this is your Redis.
@@ -39,4 +42,109 @@ func ExampleClient_Enqueue() {
 	// Output:
 	// email:welcome scheduled 5
 	// <nil> true
+}
+
+func ExampleClient_Events() {
+	ctx := context.Background()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-events"})
+	if err != nil {
+		panic(err)
+	}
+	id, _ := client.Enqueue(ctx, "report", nil)
+	_, _ = client.Cancel(ctx, "default", id)
+
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// "0": every event the stream still holds; "" for new ones only; an event's Cursor
+	// to resume after it.
+	n := 0
+	for ev, err := range client.Events(ctx, []string{"default"}, "0") {
+		if err != nil { // ctx's error, a Redis error, or a *GapError (errors.Is ErrEventsGap)
+			fmt.Println(err)
+			break
+		}
+		fmt.Println(ev.Name, ev.Type, ev.ID == id)
+		if n++; n == 2 {
+			break
+		}
+	}
+	// Output:
+	// enqueued report true
+	// cancelled report true
+}
+
+func ExampleClient_Wait() {
+	ctx := context.Background()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-wait"})
+	if err != nil {
+		panic(err)
+	}
+	id, _ := client.Enqueue(ctx, "report", nil)
+	_, _ = client.Cancel(ctx, "default", id)
+
+	// Wait returns when the job is done or dead: here at once, it is dead already.
+	job, err := client.Wait(ctx, "default", id)
+	fmt.Println(job.State, job.LastError, err)
+	// Output:
+	// dead cancelled by operator <nil>
+}
+
+// Welcome is a typed job: its JSON is the payload, Kind its job type.
+type Welcome struct {
+	UserID int `json:"user_id"`
+}
+
+func (Welcome) Kind() string { return "email:welcome" }
+
+// JobOptions gives every Welcome job its queue and retries, declared once.
+func (Welcome) JobOptions() []queue.Option {
+	return []queue.Option{queue.On("email"), queue.MaxRetry(5)}
+}
+
+func ExampleClient_EnqueueArgs() {
+	client, _ := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-args"})
+	ctx := context.Background()
+	id, err := client.EnqueueArgs(ctx, Welcome{UserID: 42}, queue.Delay(time.Minute))
+	if err != nil {
+		panic(err)
+	}
+	job, _ := client.Get(ctx, "email", id)
+	fmt.Println(job.Type, string(job.Payload), job.MaxRetry, job.State)
+	// Output: email:welcome {"user_id":42} 5 scheduled
+}
+
+// A worker or scheduler is listed while it runs; an operator can quiet or stop it from
+// anywhere, and it obeys at its next beat.
+func ExampleClient_Processes() {
+	ctx := context.Background()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-processes"})
+	if err != nil {
+		panic(err)
+	}
+	mux := worker.NewMux()
+	mux.HandleFunc("email:welcome", func(context.Context, *queue.Job) error { return nil })
+	w, err := worker.New(client, worker.Config{Handler: mux, ID: "web-1", Beat: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+
+	procs, err := client.Processes(ctx)
+	for err == nil && len(procs) == 0 { // listed within a round trip of Run
+		time.Sleep(10 * time.Millisecond)
+		procs, err = client.Processes(ctx)
+	}
+	p := procs[0]
+	fmt.Println(p.ID, p.Kind, p.State, p.Types, p.Queues)
+
+	err = client.Stop(ctx, "web-1") // like SIGTERM: Run returns nil
+	fmt.Println(err, <-done)
+	procs, _ = client.Processes(ctx)
+	fmt.Println(len(procs))
+	// Output:
+	// web-1 worker running [email:welcome] map[default:1]
+	// <nil> <nil>
+	// 0
 }

@@ -54,6 +54,9 @@ type Job struct {
 	Progress        int
 	ProgressMessage string
 	ProgressAt      time.Time
+	// Attempts is the job's history: its last 10 attempts that ended, oldest first (see
+	// [Attempt]). A running attempt is not in it yet.
+	Attempts []Attempt
 
 	// Lease is the fencing token of the worker's claim, set on the copy a handler gets:
 	// the worker presents it with every report on the job. Empty when read back.
@@ -95,6 +98,8 @@ type jobFields struct {
 	// that field exists.
 	pieces []string
 	have   []bool
+	// attempts is the raw attempts field (JSON), decoded once every field is known.
+	attempts string
 }
 
 func (d *jobFields) set(k, v string) {
@@ -136,6 +141,8 @@ func (d *jobFields) set(k, v string) {
 		j.ProgressAt = msTime(v)
 	case "result":
 		j.Result = []byte(v)
+	case "attempts":
+		d.attempts = v
 	case "payload":
 		d.piece(0, v)
 	default:
@@ -162,6 +169,7 @@ func (d *jobFields) piece(i int, v string) {
 // done returns the Job with its payload: the pieces joined in order, up to the first
 // missing one (nil when there is no payload field).
 func (d *jobFields) done() *Job {
+	d.j.Attempts = attemptsOf(d.j, d.attempts)
 	if len(d.have) == 0 || !d.have[0] {
 		return d.j
 	}
@@ -230,6 +238,7 @@ type jobJSON struct {
 	Progress      *int       `json:"progress"`
 	ProgressMsg   string     `json:"progress_msg"`
 	ProgressAt    *time.Time `json:"progress_at"`
+	Attempts      []Attempt  `json:"attempts"`
 }
 
 // MarshalJSON renders the job in the CLI's JSON contract (see README).
@@ -240,6 +249,10 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		CreatedAt: jsonTime(j.CreatedAt), RunAt: jsonTime(j.RunAt),
 		StartedAt: jsonTime(j.StartedAt), FinishedAt: jsonTime(j.FinishedAt),
 		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive, Postponed: j.Postponed,
+		Attempts: j.Attempts,
+	}
+	if v.Attempts == nil {
+		v.Attempts = []Attempt{}
 	}
 	if !j.ProgressAt.IsZero() {
 		p := j.Progress

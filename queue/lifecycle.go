@@ -47,10 +47,11 @@ func (c broker) Claim(ctx context.Context, queue string, n int, lease time.Durat
 		return nil, nil
 	}
 	n = min(n, proto.MaxBatch)
+	worker = eventSafe(worker)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
-	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused},
-		qk.jobPrefix, n, ms(lease), worker, token).Slice()
+	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused, qk.events},
+		qk.jobPrefix, n, ms(lease), worker, token, c.eventsMax()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("claim from %s: %w", queue, err)
 	}
@@ -207,14 +208,14 @@ func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 		all := byQueue[q]
 		for start := 0; start < len(all); start += proto.MaxBatch {
 			chunk := all[start:min(start+proto.MaxBatch, len(all))]
-			args := make([]any, 0, 6+3*len(chunk))
+			args := make([]any, 0, 7+3*len(chunk))
 			args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax,
-				ms(c.cfg.DeadRetention), c.cfg.DeadMax)
+				ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax())
 			for _, i := range chunk {
 				args = append(args, items[i].job.ID, items[i].job.Lease, items[i].result)
 			}
 			calls = append(calls, &scriptCall{script: scripts.Ack,
-				keys: []string{qk.active, qk.done, qk.dead}, args: args})
+				keys: []string{qk.active, qk.done, qk.dead, qk.events}, args: args})
 			owners = append(owners, chunk)
 		}
 	}
@@ -269,15 +270,16 @@ func (c broker) AckClaim(ctx context.Context, queue string, finished []*Job, res
 				f.ID, ErrInvalid, f.Queue, queue)
 		}
 	}
+	worker = eventSafe(worker)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
-	args := make([]any, 0, 10+3*len(finished))
+	args := make([]any, 0, 11+3*len(finished))
 	args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax, n, ms(lease), worker, token,
-		ms(c.cfg.DeadRetention), c.cfg.DeadMax)
+		ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax())
 	for i, f := range finished {
 		args = append(args, f.ID, f.Lease, results[i])
 	}
-	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused, qk.dead},
+	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused, qk.dead, qk.events},
 		args...).Slice()
 	if err != nil {
 		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, err)
@@ -323,9 +325,9 @@ func (c broker) Fail(ctx context.Context, job *Job, reason string, retryIn time.
 	if retryIn < 0 {
 		retry = -1
 	}
-	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake},
-		qk.jobPrefix, qk.stats, ms(c.cfg.DeadRetention), c.cfg.DeadMax,
-		job.ID, job.Lease, reason, retry).StringSlice()
+	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake, qk.events},
+		qk.jobPrefix, qk.stats, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax(),
+		job.ID, job.Lease, reason, retry, shortError(reason)).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("fail %s: %w", job.ID, err)
 	}
@@ -370,9 +372,9 @@ func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.D
 		return fmt.Errorf("%s %s: %w", op, job.ID, ErrLeaseLost)
 	}
 	qk := c.keys.queue(job.Queue)
-	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake, qk.dead},
+	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake, qk.dead, qk.events},
 		qk.jobPrefix, ms(after), ms(c.cfg.DeadRetention), c.cfg.DeadMax, flag(postpone), reason,
-		job.ID, job.Lease).Int64Slice()
+		c.eventsMax(), job.ID, job.Lease).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op, job.ID, err)
 	}
@@ -391,8 +393,8 @@ func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.D
 // worker's jobs come back within about one lease.
 func (c broker) Reap(ctx context.Context, queue string) (int, error) {
 	qk := c.keys.queue(queue)
-	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake},
-		qk.jobPrefix, qk.stats, proto.ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
+	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake, qk.events},
+		qk.jobPrefix, qk.stats, proto.ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax()).Int()
 	if err != nil {
 		return 0, fmt.Errorf("reap %s: %w", queue, err)
 	}

@@ -42,6 +42,17 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 		t.Fatalf("ready holds %d jobs, want the %d acknowledged (the refused one half-written?)", n, enqueued)
 	}
 
+	// Every transition below also writes its event (XADD, a deny-oom command) after its
+	// first write, a removal: Redis must accept those too. entries-added counts them,
+	// however the stream is trimmed.
+	added := func() int64 {
+		info, err := c.rdb.XInfoStream(ctx, c.keys.queue("default").events).Result()
+		if err != nil {
+			t.Fatalf("XINFO STREAM events: %v", err)
+		}
+		return info.EntriesAdded
+	}
+	before := added()
 	jobs, err := c.broker().Claim(ctx, "default", 20, time.Minute, "w")
 	if err != nil || len(jobs) != 20 {
 		t.Fatalf("Claim on a full Redis = %d jobs, %v; want 20", len(jobs), err)
@@ -58,6 +69,9 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 		if st, err := c.broker().Fail(ctx, j, "boom", time.Hour); err != nil || st != StateRetry {
 			t.Fatalf("Fail on a full Redis = %s, %v; want retry", st, err)
 		}
+	}
+	if n := added() - before; n != 40 {
+		t.Errorf("a full Redis took %d events for 20 claims, 10 acks and 10 fails, want 40", n)
 	}
 	stats, err := c.Stats(ctx)
 	if err != nil || len(stats) != 1 {

@@ -51,8 +51,8 @@ func TestEmptyLeaseIsRefused(t *testing.T) {
 	}
 	// The scripts refuse an empty token too, whatever the Go side does.
 	qk := c.keys.queue("default")
-	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake},
-		qk.jobPrefix, qk.stats, 1000, 10, id, "", "x", 0).StringSlice()
+	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake, qk.events},
+		qk.jobPrefix, qk.stats, 1000, 10, 0, id, "", "x", 0, "x").StringSlice()
 	if err != nil || len(res) != 1 || res[0] != "lost" {
 		t.Errorf("fail.lua with an empty token = %v, %v; want lost", res, err)
 	}
@@ -257,7 +257,7 @@ func TestResentEnqueueKnowsItsOwnIDs(t *testing.T) {
 	}
 	qk := c.keys.queue("default")
 	args := c.enqueueArgs(qk, jobs, []int{0, 1})
-	keys := []string{qk.ready, qk.scheduled, qk.wake}
+	keys := []string{qk.ready, qk.scheduled, qk.wake, qk.events}
 	for send := 1; send <= 2; send++ {
 		reply, err := scripts.Enqueue.Run(ctx, c.rdb, keys, args...).Slice()
 		if err != nil || len(reply) != 1 || reply[0] != "11" {

@@ -7,6 +7,9 @@
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:ready       LIST  job IDs ready to run
 -- KEYS[4]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
+-- KEYS[5]  jobs:{q}:events      STREAM one 'cancelled' entry per cancel that changed something
+--                               (a waiting job is dead now; an active one is flagged, and
+--                               the end of its attempt writes its 'dead' entry)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[3]  dead_max             the dead set keeps at most this many jobs
@@ -14,6 +17,7 @@
 -- ARGV[5]  cancel channel       "jobs:cancel": a pub/sub channel, not a key (no slot; on a
 --                               cluster a PUBLISH reaches subscribers on every node)
 -- ARGV[6]  queue                the queue's name, "q"
+-- ARGV[7]  events_max           the events stream keeps about this many entries (<= 0: none)
 -- Returns  "dead" (cancelled), "cancelling" (active: its worker will stop it; a notice
 --          "<queue> <id>" was published on the channel, again on each repeated cancel),
 --          "not:done" / "not:dead" (already finished), or "missing".
@@ -22,12 +26,20 @@
 
 local scheduled, retry, ready, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, retention, dead_max, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local events, maxlen = KEYS[5], tonumber(ARGV[7])
 local key = prefix .. id
-local state = redis.call('HGET', key, 'state')
+local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'cancel')
+local state = job[1]
 if not state then return 'missing' end
 if state == 'done' or state == 'dead' then return 'not:' .. state end
 if state == 'active' then
-  redis.call('HSET', key, 'cancel', 1)
+  -- A repeated cancel publishes again (the notice may have been missed) but is no new
+  -- event: the job's state did not change.
+  if not job[4] then
+    redis.call('HSET', key, 'cancel', 1)
+    event(events, maxlen, 'cancelled', id, job[2], job[3], '', '')
+    trim_events(events, maxlen)
+  end
   -- Queue names have no space (ValidateQueue), so the first space ends the queue.
   redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. id)
   return 'cancelling'
@@ -41,4 +53,6 @@ else
 end
 redis.call('HSET', key, 'last_error', 'cancelled by operator')
 to_dead(dead, prefix, id, now_ms(), retention, dead_max)
+event(events, maxlen, 'cancelled', id, job[2], job[3], '', 'cancelled by operator')
+trim_events(events, maxlen)
 return 'dead'

@@ -15,13 +15,13 @@ func TestClaimNowOrdersClaims(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	p := redistest.Prefix(t) + ":{q}:"
-	claimKeys := []string{p + "ready", p + "active", p + "paused"}
-	ackClaimKeys := []string{p + "active", p + "done", p + "ready", p + "paused", p + "dead"}
+	claimKeys := []string{p + "ready", p + "active", p + "paused", p + "events"}
+	ackClaimKeys := []string{p + "active", p + "done", p + "ready", p + "paused", p + "dead", p + "events"}
 	// Run each once by EVALSHA/EVAL, so the node of this slot has them for the pipeline.
-	if err := Claim.Run(ctx, rdb, claimKeys, p+"job:", 1, 1000, "w", "t").Err(); err != nil {
+	if err := Claim.Run(ctx, rdb, claimKeys, p+"job:", 1, 1000, "w", "t", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := AckClaim.Run(ctx, rdb, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10).Err(); err != nil {
+	if err := AckClaim.Run(ctx, rdb, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	const n = 2000
@@ -29,7 +29,7 @@ func TestClaimNowOrdersClaims(t *testing.T) {
 	nows := make([]func() (int64, error), n)
 	for i := range n {
 		if i%2 == 0 {
-			cmd := Claim.EvalSha(ctx, pipe, claimKeys, p+"job:", 1, 1000, "w", "t")
+			cmd := Claim.EvalSha(ctx, pipe, claimKeys, p+"job:", 1, 1000, "w", "t", 0)
 			nows[i] = func() (int64, error) {
 				v, err := cmd.Slice()
 				if err != nil {
@@ -39,7 +39,7 @@ func TestClaimNowOrdersClaims(t *testing.T) {
 				return now, nil
 			}
 		} else {
-			cmd := AckClaim.EvalSha(ctx, pipe, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10)
+			cmd := AckClaim.EvalSha(ctx, pipe, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10, 0)
 			nows[i] = func() (int64, error) {
 				v, err := cmd.Slice()
 				if err != nil {

@@ -3,11 +3,13 @@
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (LPUSH here, workers RPOP)
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
+-- KEYS[4]  jobs:{q}:events      STREAM one entry per job written: enqueued (ready) or scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2]  call nonce           unique per call ("" when every ID is fresh), kept in the
 --                               hash of a job with a caller-chosen ID ('enq'), so that this
 --                               very call, resent, knows its own job from another's
--- ARGV[3..] groups of jobs sharing their settings (a batch is usually one group, so a job
+-- ARGV[3]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
 --          costs two arguments), each a 10-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
@@ -28,10 +30,11 @@
 -- Clock    Redis TIME; at_ms is the only client time and is taken as given.
 -- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing;
 --          an existing job hash is never overwritten; a unique key is taken in the same
---          step, so of concurrent enqueues one wins.
+--          step, so of concurrent enqueues one wins; each job written has its event, and
+--          a refused call writes no event either.
 
-local ready, scheduled, wakes = KEYS[1], KEYS[2], KEYS[3]
-local prefix, nonce = ARGV[1], ARGV[2]
+local ready, scheduled, wakes, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, nonce, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
 local nargs = #ARGV
 
@@ -44,7 +47,7 @@ local nargs = #ARGV
 -- job needs a check of its own.
 local keys = {}
 local n_keys = 0
-local i = 3
+local i = 4
 while i <= nargs do
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
@@ -63,7 +66,7 @@ local some_exist = n_keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
 local codes, holders, seen, taken = {}, nil, nil, nil
 local ready_ids, n_ready, due = {}, 0, nil
 local k = 0
-i = 3
+i = 4
 while i <= nargs do
   local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
   local at = tonumber(ARGV[i + 5])
@@ -137,12 +140,57 @@ elseif n_ready > 0 or due then
   if due then tokens[#tokens + 1] = 's' end
   r = redis.pcall('LPUSH', wakes, unpack(tokens))
 end
-if type(r) == 'table' and r.err then
+-- undo takes back the list and set writes above when a later write fails.
+local function undo(tokens)
   if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
   if due then
     for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
   end
+  if tokens > 0 then redis.call('LTRIM', wakes, tokens, -1) end
+end
+if type(r) == 'table' and r.err then
+  undo(0)
   return r
+end
+-- One event per job written, after the writes above: the script has changed something by
+-- now, so a full Redis cannot refuse the XADDs (it refused the LPUSH or ZADD already).
+-- The first is checked (a key of the wrong type), the rest cannot fail once it passed.
+if maxlen > 0 and (n_ready > 0 or due) then
+  local tokens = math.min(n_ready, 64)
+  if due then tokens = tokens + 1 end
+  local first = true
+  k = 0
+  i = 4
+  while i <= nargs do
+    local typ, at = ARGV[i + 1], tonumber(ARGV[i + 5])
+    local run_at = at
+    if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
+    local name = 'enqueued'
+    if run_at > now then name = 'scheduled' end
+    local step = 2
+    if ARGV[i + 7] ~= '0' then step = 3 end
+    local j = i + 10
+    for _ = 1, tonumber(ARGV[i]) do
+      k = k + 1
+      if codes[k] == '1' then
+        -- lib.lua's event format, inline: enqueue needs the first XADD checked.
+        local v = name .. '\t' .. ARGV[j] .. '\t' .. typ .. '\t0\t\t'
+        if first then
+          local e = redis.pcall('XADD', events, '*', 'event', v)
+          if type(e) == 'table' and e.err then
+            undo(tokens)
+            return e
+          end
+          first = false
+        else
+          redis.call('XADD', events, '*', 'event', v)
+        end
+      end
+      j = j + step
+    end
+    i = j
+  end
+  trim_events(events, maxlen)
 end
 -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
 -- enqueue seldom pays for the trim.
@@ -157,7 +205,7 @@ local sub = string.sub
 local now_s = string.format('%d', now)
 local piece = {} -- piece[p] = 'payload+' .. p, made once per call, not once per job
 k = 0
-i = 3
+i = 4
 while i <= nargs do
   local unique = ARGV[i + 7] ~= '0'
   local at = tonumber(ARGV[i + 5])

@@ -5,28 +5,32 @@
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at
+-- KEYS[5]  jobs:{q}:events      STREAM one entry per failed job: retry or dead
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[4]  dead_max             the dead set keeps at most this many jobs (oldest go first)
--- ARGV[5+4k .. 8+4k]            id, lease token, error text, retry_in_ms (-1: skip retries):
---                               one group per job
+-- ARGV[5]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[6+5k .. 10+5k]           id, lease token, error text, retry_in_ms (-1: skip retries),
+--                               short error (one line of at most 200 bytes, for the event and
+--                               the attempt history): one group per job
 -- Returns  one string per job: "retry", "dead", or "lost" (lease lost, nothing changed).
 --          A fail resent after its reply was lost finds its own lease ended with its
 --          outcome (ended_lease in lib.lua) and returns it again, changing nothing.
 -- Clock    Redis TIME.
 -- Invariant only the holder of the current lease token can fail a job; a job retries only
 --          while attempt <= max_retry and it was not cancelled, so every job ends done or
---          dead.
+--          dead. The first write is the ZREM from active, so a fail (its event and history
+--          included) goes through on a full Redis.
 
-local active, retry, dead, wakes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local active, retry, dead, wakes, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, stats = ARGV[1], ARGV[2]
-local retention, dead_max = tonumber(ARGV[3]), tonumber(ARGV[4])
+local retention, dead_max, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local out, retries = {}, 0
 local failed = 0
-for i = 5, #ARGV, 4 do
-  local id, err, retry_in = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
+for i = 6, #ARGV, 5 do
+  local id, err, retry_in, short = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
   local key = prefix .. id
   local lease = redis.call('HGET', key, 'lease')
   if not holds(lease, ARGV[i + 1]) then
@@ -34,23 +38,28 @@ for i = 5, #ARGV, 4 do
     if ended == 'retry' or ended == 'dead' then table.insert(out, ended) else table.insert(out, 'lost') end
   else
     redis.call('ZREM', active, id)
-    redis.call('HSET', key, 'last_error', err)
     failed = failed + 1
-    local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel')
-    if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then
+    local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel', 'type', 'worker', 'started_at',
+      'attempts')
+    local outcome = 'dead'
+    if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then outcome = 'retry' end
+    redis.call('HSET', key, 'last_error', err,
+      'attempts', add_attempt(job[7], job[1], job[6], now, job[5], outcome, short))
+    if outcome == 'retry' then
       local run_at = now + retry_in
       redis.call('HSET', key, 'state', 'retry', 'run_at', run_at, 'finished_at', now,
         'lease', ended_lease('retry', ARGV[i + 1]))
       redis.call('ZADD', retry, run_at, id)
       retries = retries + 1
-      table.insert(out, 'retry')
     else
       to_dead(dead, prefix, id, now, retention, dead_max, ended_lease('dead', ARGV[i + 1]))
-      table.insert(out, 'dead')
     end
+    event(events, maxlen, outcome, id, job[4], job[1], job[5], short)
+    table.insert(out, outcome)
   end
 end
 wake(wakes, math.min(retries, 1), 's')
+trim_events(events, maxlen)
 count(stats, 'processed', now, failed)
 count(stats, 'failed', now, failed)
 return out

@@ -3,6 +3,11 @@
 --
 -- KEYS[1]  jobs:{q}:<state>      LIST (ready) or ZSET (scheduled, retry, done, dead): the
 --                                state's index
+-- KEYS[2]  jobs:{q}:events       STREAM one 'purged' entry per call that deleted jobs (no job
+--                                ID; the error says how many of which state), so a reader
+--                                waiting for a job (Client.Wait) looks whether it is gone.
+--                                Per call, not per job: a purge is how an operator frees a
+--                                full Redis, and must not fill it with events instead
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  limit                most jobs deleted in this call
 -- ARGV[3]  state                the state purged: a hash in another state (its ID was
@@ -11,6 +16,7 @@
 --                               highest score when the purge began, so jobs that enter the
 --                               set meanwhile, e.g. a poison job dying again, are spared
 --                               and the purge ends); "+inf" for no bound. Ignored for ready.
+-- ARGV[5]  events_max           the events stream keeps about this many entries (<= 0: none)
 -- Returns  the number of jobs deleted.
 -- Clock    none.
 -- Invariant only the given index and its jobs' hashes (and unique keys) are touched; active
@@ -30,5 +36,9 @@ for _, id in ipairs(ids) do
     release_unique(prefix .. id, id)
     redis.call('DEL', prefix .. id)
   end
+end
+if #ids > 0 then
+  event(KEYS[2], tonumber(ARGV[5]), 'purged', '', '', 0, '', 'deleted ' .. #ids .. ' ' .. state .. ' jobs')
+  trim_events(KEYS[2], tonumber(ARGV[5]))
 end
 return #ids

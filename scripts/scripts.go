@@ -10,7 +10,9 @@
 // Scripts that settle or renew claimed jobs (claim, heartbeat, ack, fail, handback, reap)
 // make a removal their first change: Redis at maxmemory with noeviction refuses a script's
 // deny-oom command (HSET, ZADD, RPUSH) only until the script has changed something, so
-// these keep working on a full Redis and the jobs already queued can drain it.
+// these keep working on a full Redis and the jobs already queued can drain it. Each
+// transition also appends its event to the queue's events stream (XADD, deny-oom too)
+// after that first write, so the events never make such a script fail on a full Redis.
 package scripts
 
 import (
@@ -41,10 +43,17 @@ var (
 	Purge     = load("purge.lua")
 	// Metrics adds a worker's statistics to the metrics history; it moves no job.
 	Metrics = load("metrics.lua")
+	Pause   = load("pause.lua")
+
+	// The registry of live processes (`jobs workers`), outside any queue.
+	Register   = load("register.lua")
+	Deregister = load("deregister.lua")
+	Order      = load("order.lua")
 )
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
-var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge, Metrics}
+var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
+	Metrics, Pause, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib.lua functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's

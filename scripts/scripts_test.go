@@ -79,6 +79,7 @@ func TestScriptKeysShareQueueHashTag(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			n := 0
+			tags := map[string]bool{}
 			for _, line := range header(t, name) {
 				if !strings.HasPrefix(line, "KEYS[") {
 					continue
@@ -90,9 +91,17 @@ func TestScriptKeysShareQueueHashTag(t *testing.T) {
 				if len(fields) > 1 {
 					pattern = fields[1]
 				}
-				if !strings.Contains(pattern, "{q}") {
-					t.Errorf("%s: header line %q names key pattern %q, want one with the {q} hash tag "+
-						"(every key of a script must be in its queue's cluster slot)", name, line, pattern)
+				// A queue's scripts keep to its slot ({q}); the registry's to {registry}.
+				tag := ""
+				if i, j := strings.Index(pattern, "{"), strings.Index(pattern, "}"); i >= 0 && j > i {
+					tag = pattern[i : j+1]
+				}
+				if tag != "{q}" && tag != "{registry}" {
+					t.Errorf("%s: header line %q names key pattern %q, want one with the {q} (or "+
+						"{registry}) hash tag (every key of a script must be in one cluster slot)", name, line, pattern)
+				}
+				if tags[tag] = true; len(tags) > 1 {
+					t.Errorf("%s: header names keys with hash tags %v, want one: a script touches one slot", name, tags)
 				}
 			}
 			if n == 0 {

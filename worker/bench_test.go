@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -12,20 +13,58 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// BenchmarkProcess drains b.N pre-enqueued jobs with a no-op handler at concurrency 100:
-// the worker's whole hot path (claim, run, ack) against the real test Redis.
-// BenchmarkProcess drains pre-enqueued no-op jobs with a worker of concurrency 100, with
-// the metrics history on (the default) and off: run with -count N to interleave them.
+// BenchmarkProcess drains b.N pre-enqueued jobs (90-byte JSON payloads) at concurrency
+// 100: the worker's whole hot path (claim, run, ack) against the real test Redis, with a
+// no-op handler alone, in a Mux, and as a typed handler (HandleArgs) inside one
+// middleware in a Mux.
 func BenchmarkProcess(b *testing.B) {
-	for _, tc := range []struct {
-		name  string
-		every time.Duration
-	}{{"history=on", 0}, {"history=off", -1}} {
-		b.Run(tc.name, func(b *testing.B) { benchProcess(b, tc.every) })
-	}
+	b.Run("plain", func(b *testing.B) {
+		benchProcess(b, func(done func()) Handler {
+			return HandlerFunc(func(context.Context, *queue.Job) error { done(); return nil })
+		})
+	})
+	b.Run("mux", func(b *testing.B) {
+		benchProcess(b, func(done func()) Handler {
+			mux := NewMux()
+			mux.HandleFunc("bench", func(context.Context, *queue.Job) error { done(); return nil })
+			return mux
+		})
+	})
+	b.Run("plain+decode", func(b *testing.B) { // what a plain handler that reads its payload pays
+		benchProcess(b, func(done func()) Handler {
+			return HandlerFunc(func(_ context.Context, j *queue.Job) error {
+				var a benchArgs
+				if err := json.Unmarshal(j.Payload, &a); err != nil {
+					return err
+				}
+				done()
+				return nil
+			})
+		})
+	})
+	b.Run("typed+middleware", func(b *testing.B) {
+		benchProcess(b, func(done func()) Handler {
+			mux := NewMux()
+			mux.Use(func(next Handler) Handler {
+				return HandlerFunc(func(ctx context.Context, j *queue.Job) error { return next.Process(ctx, j) })
+			})
+			HandleArgs(mux, func(context.Context, *queue.Job, benchArgs) error { done(); return nil })
+			return mux
+		})
+	})
 }
 
-func benchProcess(b *testing.B, history time.Duration) {
+type benchArgs struct {
+	URL   string `json:"url"`
+	Width int    `json:"width"`
+}
+
+func (benchArgs) Kind() string { return "bench" }
+
+// benchPayload is 90 bytes of JSON that decodes into benchArgs.
+var benchPayload = []byte(`{"url":"https://example.com/images/0123456789/abcdefghij/klmnopqrstu/vwx.png","width":640}`)
+
+func benchProcess(b *testing.B, handler func(done func()) Handler) {
 	c, err := queue.NewClient(redistest.Client(b), queue.Config{Prefix: redistest.Prefix(b), DoneRetention: -1})
 	if err != nil {
 		b.Fatal(err)
@@ -34,7 +73,7 @@ func benchProcess(b *testing.B, history time.Duration) {
 	for i := 0; i < b.N; i += 1000 {
 		batch = batch[:0]
 		for range min(1000, b.N-i) {
-			batch = append(batch, queue.BatchJob{Type: "bench", Payload: make([]byte, 100)})
+			batch = append(batch, queue.BatchJob{Type: "bench", Payload: benchPayload})
 		}
 		if _, err := c.EnqueueBatch(context.Background(), batch); err != nil {
 			b.Fatal(err)
@@ -42,12 +81,11 @@ func benchProcess(b *testing.B, history time.Duration) {
 	}
 	var n atomic.Int64
 	all := make(chan struct{})
-	w, err := New(c, Config{Concurrency: 100, HistoryInterval: history, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Handler: HandlerFunc(func(context.Context, *queue.Job) error {
+	w, err := New(c, Config{Concurrency: 100, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Handler: handler(func() {
 			if n.Add(1) == int64(b.N) {
 				close(all)
 			}
-			return nil
 		})})
 	if err != nil {
 		b.Fatal(err)

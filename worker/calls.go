@@ -201,7 +201,7 @@ func (l *loop) beaten(q *queueState, runs []*run, sent time.Time, lost, cancelle
 			continue
 		}
 		if isLost[r.job.Lease] {
-			l.stopRun(r, errLeaseLost, now)
+			l.stopRun(r, ErrLeaseLost, now)
 			continue
 		}
 		r.renewed = sent
@@ -441,7 +441,12 @@ func (l *loop) settleFailure(r *run, o outcome) {
 		l.settleCall(r, func(ctx context.Context) (string, error) {
 			return "", l.w.broker.Postpone(ctx, r.job, pp.after, pp.reason)
 		}, func(_ string, err error) {
-			if err == nil {
+			switch {
+			case err != nil:
+			case pp.snooze:
+				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job snoozed",
+					slog.Duration("retry_in", pp.after))
+			default:
 				level := slog.LevelInfo
 				if pp.quiet {
 					level = slog.LevelDebug
@@ -450,7 +455,7 @@ func (l *loop) settleFailure(r *run, o outcome) {
 					slog.String("reason", pp.reason), slog.Duration("retry_in", pp.after))
 			}
 		})
-	case errors.Is(o.cause, errShutdown):
+	case errors.Is(o.cause, ErrShutdown):
 		l.settleCall(r, func(ctx context.Context) (string, error) {
 			return "", l.w.broker.HandBack(ctx, r.job, 0)
 		}, func(_ string, err error) {
@@ -458,7 +463,7 @@ func (l *loop) settleFailure(r *run, o outcome) {
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job handed back: worker is shutting down")
 			}
 		})
-	case errors.Is(o.cause, errLeaseLost):
+	case errors.Is(o.cause, ErrLeaseLost):
 		// Another worker may be running it; anything we report would be refused.
 		l.settled(r)
 		l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelWarn, "job lost its lease; its outcome is dropped",
@@ -475,20 +480,28 @@ func (l *loop) fail(r *run, o outcome) {
 	switch {
 	case errors.Is(o.cause, context.DeadlineExceeded):
 		err = fmt.Errorf("timeout after %s: %w", r.deadline.Sub(r.started), err)
-	case errors.Is(o.cause, errCancelled):
-		err = fmt.Errorf("%w: %w", errCancelled, err)
-	case errors.Is(o.cause, errLeaseExpiring):
-		err = fmt.Errorf("%w: %w", errLeaseExpiring, err)
+	case errors.Is(o.cause, ErrCancelled):
+		err = fmt.Errorf("%w: %w", ErrCancelled, err)
+	case errors.Is(o.cause, ErrLeaseExpiring):
+		err = fmt.Errorf("%w: %w", ErrLeaseExpiring, err)
 	}
+	policy := l.cfg.Types[r.job.Type]
 	retryIn := proto.NoRetry
-	if !IsSkipRetry(err) {
+	if !IsSkipRetry(err) && (policy.MaxRetry == 0 || r.job.Attempt <= policy.MaxRetry) {
+		backoff := l.cfg.BackoffFunc
+		if policy.Backoff != nil {
+			backoff = policy.Backoff
+		}
 		// A negative backoff means "at once", never "no retry".
-		retryIn = max(l.cfg.BackoffFunc(r.job, err), 0)
+		retryIn = max(backoff(r.job, err), 0)
 	}
 	reason := err.Error()
 	l.settleCall(r, func(ctx context.Context) (string, error) {
-		state, err := l.w.broker.Fail(ctx, r.job, reason, retryIn)
-		return string(state), err
+		state, ferr := l.w.broker.Fail(ctx, r.job, reason, retryIn)
+		if ferr == nil {
+			l.w.failed(r.job, state, reason, err) // on this call's goroutine: never the loop's
+		}
+		return string(state), ferr
 	}, func(state string, ferr error) {
 		if ferr != nil {
 			return

@@ -171,8 +171,8 @@ func TestWatchdogCancelsHandlerBeforeLeaseExpires(t *testing.T) {
 		if took := time.Since(stalled); took >= lease {
 			t.Errorf("handler cancelled %s after the stall, at or past the %s lease", took, lease)
 		}
-		if !errors.Is(cause, errLeaseExpiring) {
-			t.Errorf("cause %v, want errLeaseExpiring", cause)
+		if !errors.Is(cause, ErrLeaseExpiring) {
+			t.Errorf("cause %v, want ErrLeaseExpiring", cause)
 		}
 	case <-time.After(3 * lease):
 		t.Fatalf("handler still running %s after the network stalled (claimed at %s)", 3*lease, j.StartedAt)
@@ -332,7 +332,7 @@ func TestCancelledJobEndsDeadOnEveryPath(t *testing.T) {
 		}
 		select {
 		case cause := <-ended:
-			if took := time.Since(sent); took > time.Second || !errors.Is(cause, errCancelled) {
+			if took := time.Since(sent); took > time.Second || !errors.Is(cause, ErrCancelled) {
 				t.Errorf("handler cancelled after %s with cause %v; want within 1s, cancelled by operator", took, cause)
 			}
 		case <-time.After(5 * time.Second):

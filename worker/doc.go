@@ -23,6 +23,12 @@
 // needs neither: it cancels a handler five sixths of a lease after its last renewal,
 // whatever Redis does.
 //
+// Every Config.Beat (5s) the loop renews the worker's entry in the registry of live
+// processes (`jobs workers`, queue.Client.Processes) with one more call of its own; the
+// reply carries an operator's order. Quiet: claim nothing more, hand back the jobs
+// claimed ahead, finish the running ones (their leases still renewed). Stop: shut down as
+// when Run's context ends. Run leaves the registry when it returns.
+//
 // An idle worker does not poll: it blocks on its queues' wake lists, which every enqueue
 // pushes to, and wakes on its own when the next delayed or retrying job is due, so a new
 // job starts within a millisecond and a delayed one within a few of its due time.
@@ -74,7 +80,18 @@
 //
 // Exec handlers (`jobs worker --run TYPE=COMMAND`) run a program per job: payload on
 // stdin, JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT in the environment, exit 0 for
-// success (stdout is the result), 75 to ask for a retry, anything else to fail. Progress
-// lines "PERCENT [MESSAGE]" go to file descriptor 3 (JOB_PROGRESS_FD); bad lines are
-// ignored.
+// success (stdout is the result), 75 to ask for a retry, 76 to snooze (ExitSnooze),
+// anything else to fail. Progress lines "PERCENT [MESSAGE]" go to file descriptor 3
+// (JOB_PROGRESS_FD); bad lines are ignored.
+//
+// # Typed jobs, middleware, policies and hooks
+//
+// HandleArgs registers a handler that gets its job's payload decoded into a Go type (see
+// queue.Args); Mux.Use wraps every handler of a Mux in middleware; Snooze asks for the
+// job to run again later without counting the attempt; Config.Types sets a timeout,
+// backoff or retry bound per job type; Config.OnError and OnDead are called for each
+// recorded failure and each death, a panic arriving as a *PanicError with its stack.
+// The causes of a handler's context (context.Cause) are ErrLeaseLost, ErrLeaseExpiring,
+// ErrLockLost, ErrCancelled and ErrShutdown, besides context.DeadlineExceeded at the
+// timeout. Package jobstest runs handlers inside an application's own tests.
 package worker

@@ -34,15 +34,22 @@ type retryRequested struct{ msg string }
 
 func (e *retryRequested) Error() string { return e.msg }
 
-// The causes a job's context is cancelled with besides its timeout (context.Cause).
+// The causes a handler's context is cancelled with besides its timeout (whose cause is
+// context.DeadlineExceeded): context.Cause(ctx) returns one of them, for errors.Is.
 var (
-	errLeaseLost = errors.New("worker: lease lost")
-	// errLeaseExpiring: the lease could not be renewed (Redis unreachable) and would
+	// ErrLeaseLost: the worker lost the job's lease (it expired and another worker took
+	// the job); nothing this attempt reports will be accepted.
+	ErrLeaseLost = errors.New("worker: lease lost")
+	// ErrLeaseExpiring: the lease could not be renewed (Redis unreachable) and would
 	// expire soon, after which another worker may run the job.
-	errLeaseExpiring = errors.New("worker: lease could not be renewed")
-	errLockLost      = errors.New("worker: exclusive lock lost")
-	errCancelled     = errors.New("cancelled by operator")
-	errShutdown      = errors.New("worker: shutting down")
+	ErrLeaseExpiring = errors.New("worker: lease could not be renewed")
+	// ErrLockLost: an exclusive job's lock could not be kept.
+	ErrLockLost = errors.New("worker: exclusive lock lost")
+	// ErrCancelled: an operator cancelled the job (`jobs cancel`, queue.Client.Cancel).
+	ErrCancelled = errors.New("cancelled by operator")
+	// ErrShutdown: the worker is stopping and its shutdown timeout ran out; the job is
+	// handed back unrun-to-the-end, its attempt not counted.
+	ErrShutdown = errors.New("worker: shutting down")
 )
 
 // errAbandoned is the failure recorded for a handler that did not return within grace of
@@ -51,10 +58,21 @@ func errAbandoned(grace time.Duration) error {
 	return fmt.Errorf("handler abandoned: it did not return within %s of its context ending", grace)
 }
 
-// panicError is a handler panic turned into a failure, with its stack for last_error.
-type panicError struct {
-	value any
-	stack []byte
+// PanicError is a handler's panic, turned into a failed attempt: its message, kept as the
+// job's last_error, is the panic value and then the stack. Config.OnError gets it as the
+// error (errors.As finds it).
+type PanicError struct {
+	Value any    // what the handler panicked with
+	Stack []byte // the panicking goroutine's stack (runtime/debug.Stack)
 }
 
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack) }
+
+// Snooze returns the error by which a handler says "not now": the job runs again after d
+// (at least a millisecond), as if it had not run: the attempt is not counted against its
+// max retry (its Postponed count goes up instead) and its last error is kept. Use it for
+// a resource that is busy or a rate limit met; return an error for a failure. An exec
+// handler snoozes by exiting with ExitSnooze.
+func Snooze(d time.Duration) error {
+	return &postpone{after: max(d, time.Millisecond), snooze: true}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,123 @@ func ExampleMux() {
 	// handled {"user":42}
 	// Run: <nil>
 	// done sent
+}
+
+// Resize is a typed job: its JSON is the payload, Kind its job type.
+type Resize struct {
+	URL   string `json:"url"`
+	Width int    `json:"width"`
+}
+
+func (Resize) Kind() string { return "image:resize" }
+
+func ExampleHandleArgs() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-handleargs"})
+
+	done := make(chan Resize)
+	mux := worker.NewMux()
+	worker.HandleArgs(mux, func(ctx context.Context, job *queue.Job, r Resize) error {
+		done <- r // decoded: a payload that does not decode dies at once, unrun
+		return nil
+	})
+	w, _ := worker.New(client, worker.Config{Handler: mux})
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	client.EnqueueArgs(ctx, Resize{URL: "https://example.com/cat.png", Width: 640})
+	fmt.Printf("%+v\n", <-done)
+	stop()
+	<-stopped
+	// Output: {URL:https://example.com/cat.png Width:640}
+}
+
+func ExampleMux_Use() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-use"})
+
+	type tenantKey struct{}
+	mux := worker.NewMux()
+	// Every job runs inside the middleware: here it finds the tenant in the job's ID
+	// prefix and puts it in the context the handler gets.
+	mux.Use(func(next worker.Handler) worker.Handler {
+		return worker.HandlerFunc(func(ctx context.Context, job *queue.Job) error {
+			tenant, _, _ := strings.Cut(job.ID, "-")
+			return next.Process(context.WithValue(ctx, tenantKey{}, tenant), job)
+		})
+	})
+	done := make(chan string)
+	mux.HandleFunc("invoice", func(ctx context.Context, job *queue.Job) error {
+		done <- fmt.Sprintf("invoice %s for tenant %v", job.Payload, ctx.Value(tenantKey{}))
+		return nil
+	})
+	w, _ := worker.New(client, worker.Config{Handler: mux})
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	client.Enqueue(ctx, "invoice", []byte("2026-12"), queue.ID("acme-inv-7"))
+	fmt.Println(<-done)
+	stop()
+	<-stopped
+	// Output: invoice 2026-12 for tenant acme
+}
+
+func ExampleSnooze() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-snooze"})
+
+	done := make(chan *queue.Job)
+	busy := true // say, a partner API answered 429 the first time
+	w, _ := worker.New(client, worker.Config{Handler: worker.HandlerFunc(func(ctx context.Context, job *queue.Job) error {
+		if busy {
+			busy = false
+			return worker.Snooze(10 * time.Millisecond) // again later; the attempt is not counted
+		}
+		done <- job
+		return nil
+	})})
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	client.Enqueue(ctx, "sync", nil)
+	job := <-done
+	fmt.Println("attempt", job.Attempt, "postponed", job.Postponed)
+	stop()
+	<-stopped
+	// Output: attempt 1 postponed 1
+}
+
+func ExampleConfig_onError() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-onerror"})
+
+	dead := make(chan string)
+	w, _ := worker.New(client, worker.Config{
+		Handler: worker.HandlerFunc(func(ctx context.Context, job *queue.Job) error {
+			panic("nil map")
+		}),
+		OnError: func(job *queue.Job, err error) {
+			var p *worker.PanicError
+			if errors.As(err, &p) { // p.Stack holds the handler's stack
+				fmt.Println("attempt", job.Attempt, "panicked:", p.Value, "- now", job.State)
+			}
+		},
+		OnDead: func(job *queue.Job, err error) { dead <- job.ID }, // page someone
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	id, _ := client.Enqueue(ctx, "import", nil, queue.MaxRetry(0))
+	fmt.Println("dead:", <-dead == id)
+	stop()
+	<-stopped
+	// Output:
+	// attempt 1 panicked: nil map - now dead
+	// dead: true
 }
 
 func ExampleProgress() {

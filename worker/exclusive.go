@@ -46,7 +46,7 @@ func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// Lost (it expired while Redis was unreachable): another worker may start its twin.
-	lk.KeepAlive(func(error) { cancel(errLockLost) })
+	lk.KeepAlive(func(error) { cancel(ErrLockLost) })
 	defer func() {
 		rctx, stop := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 		defer stop()
@@ -63,8 +63,14 @@ func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
 // this worker has no handler for.
 type postpone struct {
 	after  time.Duration
-	reason string
-	quiet  bool // expected contention: logged at Debug
+	reason string // becomes the job's last_error when not empty
+	quiet  bool   // expected contention: logged at Debug
+	snooze bool   // the handler asked for it (Snooze)
 }
 
-func (p *postpone) Error() string { return "postponed: " + p.reason }
+func (p *postpone) Error() string {
+	if p.snooze {
+		return fmt.Sprintf("snoozed for %s", p.after)
+	}
+	return "postponed: " + p.reason
+}

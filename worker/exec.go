@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,6 +21,12 @@ import (
 // without reporting an error: the attempt still counts against max_retry.
 const ExitRetry = 75
 
+// ExitSnooze is the exit code by which an exec handler snoozes the job (see Snooze): the
+// last line of its stdout says for how long, as a Go duration ("30s", "5m") or a number
+// of seconds. The attempt is not counted. Without a delay there, the attempt fails,
+// saying so.
+const ExitSnooze = 76
+
 // Output limits of an exec handler. A job's result is its program's stdout if that is at
 // most MaxExecResult bytes; a longer one is cut, and a last line says so:
 // "[jobs: output truncated: first N of M bytes kept]", with the result still at most
@@ -34,18 +41,18 @@ const (
 // Exec is a Handler that runs a program for each job (`jobs worker --run TYPE=COMMAND`).
 // The program gets the payload on stdin and JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT
 // in its environment; it is run directly, never through a shell, so a payload can never
-// be interpreted as shell code.
+// be interpreted as shell code. Exit 0 succeeds with stdout as the job's result,
+// ExitRetry (75) asks for a retry, ExitSnooze (76) snoozes the job, anything else fails
+// with the tail of stderr as the error. When the job's context ends (timeout, lost lease, cancel, shutdown) the
+// program's whole process group is killed; on Linux the program is also killed when the
+// worker dies, even by SIGKILL, so it cannot run on beside the job's next attempt.
 //
 // The program reports progress (see Progress) by writing lines "PERCENT [MESSAGE]" to
 // file descriptor 3, whose number is also in JOB_PROGRESS_FD: `echo "40 resizing" >&3`.
 // PERCENT is a number from 0 to 100 (a fraction is dropped, a trailing % allowed), the
 // rest of the line the message. Lines that do not start with such a number, and lines
 // over 4 KiB, are ignored; the latest good line wins. A program that never writes there
-// loses nothing. Exit 0 succeeds with stdout as the job's result,
-// ExitRetry (75) asks for a retry, anything else fails with the tail of stderr as the
-// error. When the job's context ends (timeout, lost lease, cancel, shutdown) the
-// program's whole process group is killed; on Linux the program is also killed when the
-// worker dies, even by SIGKILL, so it cannot run on beside the job's next attempt.
+// loses nothing.
 type Exec struct {
 	Args []string // program and arguments
 }
@@ -144,6 +151,13 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	if errors.As(err, &exit) && exit.ExitCode() == ExitRetry {
 		return &retryRequested{msg: fmt.Sprintf("exit status %d: retry requested%s", ExitRetry, stderr.suffix())}
 	}
+	if errors.As(err, &exit) && exit.ExitCode() == ExitSnooze {
+		if d, ok := snoozeDelay(stdout.result()); ok {
+			return Snooze(d)
+		}
+		return fmt.Errorf("%s: exit status %d (snooze) without a delay as the last line of stdout (\"30s\", \"5m\" or seconds)%s",
+			e.Args[0], ExitSnooze, stderr.suffix())
+	}
 	return fmt.Errorf("%s: %w%s", e.Args[0], err, stderr.suffix())
 }
 
@@ -195,4 +209,22 @@ func (t *tail) suffix() string {
 		return ""
 	}
 	return ": " + s
+}
+
+// snoozeDelay reads an ExitSnooze program's delay: the last line of its stdout, a Go
+// duration or a number of seconds, positive.
+func snoozeDelay(stdout []byte) (time.Duration, bool) {
+	line := strings.TrimSpace(string(stdout))
+	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
+		line = strings.TrimSpace(line[i+1:])
+	}
+	d, err := time.ParseDuration(line)
+	if err != nil {
+		secs, serr := strconv.ParseFloat(line, 64)
+		if serr != nil || math.IsNaN(secs) || secs > (1<<62)/1e9 {
+			return 0, false
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	return d, d > 0
 }

@@ -19,11 +19,11 @@ import (
 //
 //   - a slot's handler returned (results);
 //   - a Redis call's reply (events): exchange (ack+claim), heartbeat, promote and reap,
-//     settle (fail, hand back, postpone);
+//     settle (fail, hand back, postpone), the registry beat (with an operator's order);
 //   - the wait's wake token (wakes), an operator's cancel notice (events);
 //   - the one timer, set to the nearest due time: a watchdog or abandonment, a buffered
-//     job going stale, the next heartbeat, promotion or reap, a backoff's end, the
-//     shutdown timeout;
+//     job going stale, the next heartbeat, promotion or reap, the next registry beat, a
+//     backoff's end, the shutdown timeout;
 //   - Run's context ending.
 //
 // Redis calls run on goroutines of their own and report back through events, so nothing
@@ -61,7 +61,9 @@ type loop struct {
 	waitRetry time.Time
 
 	nextBeat time.Time
+	reg      registration // the worker's entry in the registry of live processes (registry.go)
 
+	quiet     bool // an operator's `jobs workers quiet`: claim nothing more
 	stopping  bool
 	stopAt    time.Time // when running jobs are cancelled and handed back
 	stopFired bool
@@ -204,10 +206,14 @@ func (l *loop) run(ctx context.Context) {
 		close(s.in) // idle slots end; an abandoned one ends when its handler returns
 	}
 	if l.waiting {
-		// Its token, if any, belongs to another worker now.
+		// Its token, if any, belongs to another worker now. The wait may block up to a
+		// second more, so Run does not wait for it; nor does this goroutine log once Run
+		// has returned: a token lost here costs an idle worker at most one MaxWait.
 		go func() {
 			if wu := <-l.wakes; wu.token != "" && wu.queue != "" {
-				l.wakeAnother(context.WithoutCancel(ctx), wu)
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnTimeout)
+				_ = l.w.broker.Wake(wctx, wu.queue, wu.token)
+				cancel()
 			}
 		}()
 	}
@@ -221,7 +227,7 @@ func (l *loop) step(now time.Time) {
 		n := 0
 		for _, r := range l.runs {
 			if r.state == running {
-				l.stopRun(r, errShutdown, now)
+				l.stopRun(r, ErrShutdown, now)
 				n++
 			}
 		}
@@ -248,6 +254,7 @@ func (l *loop) step(now time.Time) {
 			}
 		}
 	}
+	l.beatRegistry(now)
 	l.exchange(now)
 	l.wait(now)
 	l.historyStep(now)
@@ -269,6 +276,9 @@ func (l *loop) arm(now time.Time) {
 	}
 	if len(l.runs) > len(l.buffer) {
 		at(l.nextBeat)
+	}
+	if !l.reg.beating {
+		at(l.reg.next)
 	}
 	if l.stopping {
 		if !l.stopFired {
@@ -308,6 +318,9 @@ func (l *loop) arm(now time.Time) {
 // room is how many jobs to claim: the free slots, plus the buffer's room while handlers
 // are short, less what is claimed already.
 func (l *loop) room() int {
+	if l.quiet {
+		return 0
+	}
 	n := l.cfg.Concurrency - l.busy - len(l.buffer) - l.reserved - l.held
 	return max(n+l.aheadNow(), 0)
 }
@@ -421,9 +434,10 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 	for _, r := range got {
 		l.runs[r.job.Lease] = r
 		switch {
-		case l.stopping || now.Sub(r.renewed) >= l.staleAfter:
+		case l.stopping || l.quiet || now.Sub(r.renewed) >= l.staleAfter:
 			// Held back behind a slow reply, its lease unrenewed for too long: another
-			// worker may take it over before it could end here.
+			// worker may take it over before it could end here. (Or this worker is to
+			// run nothing new.)
 			back = append(back, r)
 		case len(l.idle) > 0:
 			s := l.idle[len(l.idle)-1]
@@ -461,7 +475,7 @@ func insertByClaim(buffer []*run, r *run) []*run {
 func (l *loop) start(r *run, s *slot, now time.Time) {
 	ctx, cancel := context.WithCancelCause(l.jobsBase)
 	r.progress = &progressBox{bell: l.prog.bell, rung: &l.prog.rung}
-	r.start(s, ctx, cancel, now, l.cfg.AbandonGrace)
+	r.start(s, ctx, cancel, now, l.cfg.AbandonGrace, l.cfg.Types[r.job.Type])
 	l.busy++
 	heap.Push(&l.timers, r)
 	l.w.metrics.setBusy(int64(l.busy))
@@ -573,7 +587,7 @@ func (l *loop) checkTimers(now time.Time) {
 		if r.cause == nil && now.Before(r.abandonAt) {
 			// The watchdog: no renewal for five sixths of the lease.
 			watched = append(watched, r)
-			l.stopRun(r, errLeaseExpiring, now)
+			l.stopRun(r, ErrLeaseExpiring, now)
 			continue
 		}
 		heap.Remove(&l.timers, r.index)
@@ -599,7 +613,7 @@ func (l *loop) cancelRun(r *run, now time.Time) {
 	r.cancelled = true
 	switch r.state {
 	case running:
-		l.stopRun(r, errCancelled, now)
+		l.stopRun(r, ErrCancelled, now)
 	case buffered:
 		if i := slices.Index(l.buffer, r); i >= 0 {
 			l.buffer = slices.Delete(l.buffer, i, i+1)
@@ -611,7 +625,11 @@ func (l *loop) cancelRun(r *run, now time.Time) {
 // beginStop starts the shutdown: no more claims, buffered jobs handed back (by step),
 // running jobs cancelled at the shutdown timeout.
 func (l *loop) beginStop(now time.Time) {
+	if l.stopping {
+		return // ordered to stop (registry.go), then Run's context ended: one shutdown
+	}
 	l.stopping = true
+	l.reg.next = now // the registry shows "stopping" at once
 	l.stopAt = now.Add(l.cfg.ShutdownTimeout)
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "worker stopping: waiting for running jobs",
 		slog.Int("running", l.busy), slog.Duration("shutdown_timeout", l.cfg.ShutdownTimeout))

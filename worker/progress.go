@@ -117,7 +117,7 @@ func (l *loop) progressStep(now time.Time) {
 	l.prog.rung.Store(false) // before reading the boxes: a report after this rings again
 	byQueue := map[*queueState][]*run{}
 	for _, r := range l.runs {
-		if r.state != running || r.unsent() == nil || errors.Is(r.cause, errLeaseLost) {
+		if r.state != running || r.unsent() == nil || errors.Is(r.cause, ErrLeaseLost) {
 			continue
 		}
 		if r.q.beating {
@@ -193,7 +193,7 @@ func (r *run) unconfirmed() *proto.Progress {
 // first would end the lease, and the script would then refuse the progress. A run that
 // lost its lease has nothing to send: the script would refuse it.
 func (l *loop) closeProgress(r *run, o outcome) bool {
-	if r.unconfirmed() == nil || errors.Is(o.cause, errLeaseLost) {
+	if r.unconfirmed() == nil || errors.Is(o.cause, ErrLeaseLost) {
 		return false
 	}
 	l.prog.closing = append(l.prog.closing, closing{r, o})

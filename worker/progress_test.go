@@ -113,8 +113,8 @@ func TestProgressAfterLostLeaseIsNotWritten(t *testing.T) {
 	close(stolen)
 	select {
 	case err := <-cause:
-		if !errors.Is(err, errLeaseLost) {
-			t.Errorf("handler's context cause = %v, want %v", err, errLeaseLost)
+		if !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("handler's context cause = %v, want %v", err, ErrLeaseLost)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("handler not cancelled 5s after its lease was lost")

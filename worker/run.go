@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -102,11 +103,9 @@ func (r *run) watchdogAt(lease time.Duration) time.Time {
 
 // start moves a claimed or buffered run to running on slot s, with the handler context's
 // parent and cancel function made by the loop.
-func (r *run) start(s *slot, ctx context.Context, cancel context.CancelCauseFunc, now time.Time, grace time.Duration) {
-	timeout := r.job.Timeout
-	if timeout <= 0 {
-		timeout = queue.DefaultTimeout
-	}
+func (r *run) start(s *slot, ctx context.Context, cancel context.CancelCauseFunc, now time.Time, grace time.Duration,
+	policy TypePolicy) {
+	timeout := cmp.Or(policy.Timeout, r.job.Timeout, queue.DefaultTimeout)
 	r.state, r.slot, r.ctx, r.cancel, r.started = running, s, ctx, cancel, now
 	r.deadline = now.Add(timeout)
 	r.abandonAt = r.deadline.Add(grace)

@@ -94,7 +94,7 @@ func (l *loop) execute(r *run) outcome {
 func call(h Handler, ctx context.Context, job *queue.Job) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
+			err = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return h.Process(ctx, job)

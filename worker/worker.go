@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/ident"
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/lock"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -24,12 +26,27 @@ const (
 	DefaultLease           = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultAbandonGrace    = 5 * time.Second
+	DefaultBeat            = proto.DefaultBeat
 )
 
 // MaxWeight is the largest weight of a queue in Config.Queues. The worker draws each
 // claim with probability weight/total, so the total must not overflow (two weights near
 // MaxInt64 panicked a worker); 1000 to 1 is a finer ratio than any deployment needs.
 const MaxWeight = 1000
+
+// TypePolicy overrides, for the jobs of one type, what the job itself or the worker's
+// Config says. Zero fields leave those as they are.
+type TypePolicy struct {
+	// Timeout of each attempt, replacing the job's own (set when it was enqueued, 30 min
+	// by default): the handler's author knows best how long its work may take.
+	Timeout time.Duration
+	// MaxRetry bounds the retries: a failed attempt past the MaxRetry+1th sends the job
+	// to the dead set, even if the job allows more (the job's own max_retry still bounds
+	// it when lower). To never retry a type, return SkipRetry from its handler.
+	MaxRetry int
+	// Backoff replaces Config.BackoffFunc for the type.
+	Backoff BackoffFunc
+}
 
 // Config configures a Worker. Zero fields mean their documented defaults.
 type Config struct {
@@ -58,15 +75,33 @@ type Config struct {
 	AbandonGrace time.Duration
 	// BackoffFunc sets the wait before each retry. Default: DefaultBackoff.
 	BackoffFunc BackoffFunc
+	// Types sets, per job type, a timeout, backoff or retry bound that replaces what the
+	// job or this Config says for the jobs of that type (see TypePolicy).
+	Types map[string]TypePolicy
+	// OnError, when set, is called after each failed attempt is recorded, with a copy of
+	// the job (State retry or dead, LastError set) and the handler's error: a
+	// *PanicError, with the stack, for a panic. OnDead, when set, is called too when the
+	// failure sent the job to the dead set. They run on a goroutine of the worker's,
+	// never a handler's, once per recorded failure: keep them quick (alerting, logging).
+	// Not called for a snooze, a hand back at shutdown, or a job whose lease was lost.
+	OnError func(job *queue.Job, err error)
+	OnDead  func(job *queue.Job, err error)
 	// Logger receives the worker's logs. Default: slog.Default().
 	Logger *slog.Logger
-	// ID names this worker in jobs (Job.Worker) and logs. Default: host:pid:random.
+	// ID names this worker in jobs (Job.Worker), logs and the registry of live processes;
+	// two live workers must not share one. Default: host:pid:random.
 	ID string
 	// HistoryInterval is how often the worker adds up what it ran (per queue, job type and
 	// minute: attempts, failures, run and wait times) to the metrics history in Redis that
 	// queue's Client.History and `jobs stats --history` read, in one round trip; it also
 	// flushes when it stops. Negative turns the history off for this worker. Default: 10s.
 	HistoryInterval time.Duration
+	// Beat is how often the worker renews its entry in the registry of live processes
+	// (`jobs workers`, queue.Client.Processes): one script call per beat. The entry
+	// expires three beats after the last renewal, so a killed worker leaves the list
+	// within three beats; an operator's quiet or stop is obeyed within one. Shorter means
+	// a fresher list and more calls. At least 100ms. Default: 5s.
+	Beat time.Duration
 	// Registerer receives the worker's Prometheus metrics (jobs_processed_total,
 	// jobs_duration_seconds, jobs_worker_busy, jobs_worker_concurrency and the
 	// scrape-time jobs_queue_depth). Default: nil, no metrics.
@@ -82,6 +117,7 @@ func (c Config) withDefaults() Config {
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, DefaultAbandonGrace)
 	c.HistoryInterval = cmp.Or(c.HistoryInterval, DefaultHistoryInterval)
+	c.Beat = cmp.Or(c.Beat, DefaultBeat)
 	if c.BackoffFunc == nil {
 		c.BackoffFunc = DefaultBackoff
 	}
@@ -107,8 +143,19 @@ func (c Config) validate() error {
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("worker: Config.ShutdownTimeout %s is negative", c.ShutdownTimeout)
 	}
+	if c.Beat < 100*time.Millisecond {
+		return fmt.Errorf("worker: Config.Beat %s is under 100ms", c.Beat)
+	}
 	if c.AbandonGrace < 0 {
 		return fmt.Errorf("worker: Config.AbandonGrace %s is negative", c.AbandonGrace)
+	}
+	for typ, p := range c.Types {
+		if p.Timeout < 0 || p.Timeout > 0 && p.Timeout < queue.MinTimeout {
+			return fmt.Errorf("worker: Config.Types[%q]: timeout %s must be at least %s", typ, p.Timeout, queue.MinTimeout)
+		}
+		if p.MaxRetry < 0 || p.MaxRetry > queue.MaxRetryLimit {
+			return fmt.Errorf("worker: Config.Types[%q]: max retry %d must be from 0 to %d", typ, p.MaxRetry, queue.MaxRetryLimit)
+		}
 	}
 	for q, w := range c.Queues {
 		if err := queue.ValidateQueue(q); err != nil {
@@ -130,8 +177,9 @@ type Worker struct {
 	log    *slog.Logger
 	queues []string // sorted, for deterministic logs and the wait call
 
-	metrics *metrics    // nil without Config.Registerer
-	running atomic.Bool // a Run is in progress
+	entry   queue.Process // its registry entry, but for the state (registry.go)
+	metrics *metrics      // nil without Config.Registerer
+	running atomic.Bool   // a Run is in progress
 }
 
 // ErrRunning is returned by Run when another Run of the same Worker is in progress.
@@ -147,7 +195,7 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	b := broker.Of(client)
-	w := &Worker{client: client, broker: b, locker: lock.New(b.Redis()), cfg: cfg}
+	w := &Worker{client: client, broker: b, locker: lock.New(b.Redis()), cfg: cfg, entry: newEntry(cfg)}
 	w.log = cfg.Logger.With(slog.String(attrWorker, cfg.ID))
 	for q := range cfg.Queues {
 		w.queues = append(w.queues, q)
@@ -164,9 +212,12 @@ func New(client *queue.Client, cfg Config) (*Worker, error) {
 // ID returns the worker's ID.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// Run claims and runs jobs until ctx is cancelled. It then stops claiming, hands back
-// the jobs it claimed ahead, lets running jobs finish within Config.ShutdownTimeout,
-// cancels and hands back the rest so another worker takes them at once, and returns nil.
+// Run claims and runs jobs until ctx is cancelled, or an operator stops the worker
+// (queue.Client.Stop, `jobs workers stop`). It then stops claiming, hands back the jobs
+// it claimed ahead, lets running jobs finish within Config.ShutdownTimeout, cancels and
+// hands back the rest so another worker takes them at once, and returns nil. While it
+// runs, the worker is listed in the registry of live processes (see Config.Beat); it
+// leaves the list when Run returns.
 // A Worker runs one Run at a time: a second Run while one is in progress returns
 // ErrRunning at once; a Run after the previous one returned starts afresh.
 func (w *Worker) Run(ctx context.Context) error {
@@ -178,7 +229,32 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Any("queues", w.cfg.Queues), slog.Int("concurrency", w.cfg.Concurrency),
 		slog.Duration("lease", w.cfg.Lease))
 	newLoop(w, ctx).run(ctx)
+	w.deregister(ctx)
 	w.metrics.setBusy(0)
 	w.log.LogAttrs(ctx, slog.LevelInfo, "worker stopped")
 	return nil
+}
+
+// failed calls the Config's hooks for a failed attempt recorded as state, with a copy
+// of the job as it is now.
+func (w *Worker) failed(job *queue.Job, state queue.State, reason string, err error) {
+	if w.cfg.OnError == nil && (w.cfg.OnDead == nil || state != queue.StateDead) {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			w.log.LogAttrs(context.Background(), slog.LevelError, "Config.OnError or OnDead panicked",
+				slog.String(attrJobID, job.ID), slog.Any("panic", v))
+		}
+	}()
+	j := *job
+	j.State, j.LastError, j.Lease = state, reason, ""
+	j.Payload, j.Result = slices.Clone(j.Payload), slices.Clone(j.Result)
+	if w.cfg.OnError != nil {
+		w.cfg.OnError(&j, err)
+	}
+	if w.cfg.OnDead != nil && state == queue.StateDead {
+		dead := j
+		w.cfg.OnDead(&dead, err)
+	}
 }

@@ -100,6 +100,8 @@ func newApp(e *env) *cli.App {
 				Usage: "PEM client certificate, for a Redis that requires one (with --tls-key)"},
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"JOBS_TLS_KEY"},
 				Usage: "PEM key of --tls-cert"},
+			&cli.IntFlag{Name: "events", Value: queue.DefaultEvents, EnvVars: []string{"JOBS_EVENTS"},
+				Usage: "keep about `N` events per queue for jobs tail; 0 writes none (every command that changes jobs, workers included)"},
 		},
 		Commands: []*cli.Command{
 			enqueueCommand(e),
@@ -108,6 +110,8 @@ func newApp(e *env) *cli.App {
 			devCommand(e),
 			lsCommand(e),
 			statsCommand(e),
+			tailCommand(e),
+			workersCommand(e),
 			retryCommand(e),
 			cancelCommand(e),
 			purgeCommand(e),
@@ -169,6 +173,12 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 		cfg = configs[0]
 	}
 	cfg.Prefix = c.String("prefix")
+	events, err := eventsFlag(c)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	cfg.Events = events
 	client, err := queue.NewClient(rdb, cfg)
 	if err != nil {
 		rdb.Close()
@@ -181,6 +191,19 @@ func connect(c *cli.Context, configs ...queue.Config) (*queue.Client, error) {
 		return nil, fmt.Errorf("cannot reach Redis at %s: %v", redact(raw), err)
 	}
 	return client, nil
+}
+
+// eventsFlag is --events as queue.Config.Events: 0 (no events) is negative there, where
+// 0 means the default.
+func eventsFlag(c *cli.Context) (int, error) {
+	switch n := c.Int("events"); {
+	case n < 0:
+		return 0, usagef("--events %d: want 0 (off) or more", n)
+	case n == 0:
+		return -1, nil
+	default:
+		return n, nil
+	}
 }
 
 // redisTarget is what the global flags say about the Redis to use.

@@ -37,6 +37,7 @@ func benchCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			events, _ := eventsFlag(c) // checked by connect
 			defer broker.Of(client).Redis().Close()
 			var progress io.Writer
 			if f, ok := e.stderr.(*os.File); ok && isTerminal(f) {
@@ -44,7 +45,7 @@ func benchCommand(e *env) *cli.Command {
 			}
 			rec, err := bench.Run(c.Context, broker.Of(client).Redis(), c.String("prefix"), bench.Options{
 				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
-				Payload: c.Int("payload"), Progress: progress,
+				Payload: c.Int("payload"), Progress: progress, Events: events,
 			})
 			if errors.Is(err, bench.ErrInvalid) {
 				return usagef("%v", err)

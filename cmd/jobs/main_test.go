@@ -277,7 +277,8 @@ func TestEveryCommandReportsARefusedRedis(t *testing.T) {
 		{"enqueue", "t"}, {"enqueue", "--file", "-"}, {"inspect", "X"}, {"ls", "q"}, {"stats"},
 		{"retry", "X"}, {"cancel", "X"}, {"pause", "q"}, {"resume", "q"}, {"purge", "q", "--state", "dead"},
 		{"worker", "--run", "t=true"}, {"scheduler"}, {"cron", "ls"}, {"cron", "rm", "x"},
-		{"cron", "add", "x", "@hourly", "t"}, {"doctor"}, {"bench", "--n", "1"},
+		{"cron", "add", "x", "@hourly", "t"}, {"doctor"}, {"bench", "--n", "1"}, {"tail", "q"},
+		{"workers"}, {"workers", "quiet", "x"}, {"workers", "stop", "x"},
 	} {
 		start := time.Now()
 		r := runCLI("", append([]string{"--redis", url}, args...)...)

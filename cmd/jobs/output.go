@@ -42,7 +42,23 @@ func printJob(w io.Writer, j *queue.Job) {
 	row("payload", dash(clip(clean(string(j.Payload), true))))
 	row("result", dash(clip(clean(string(j.Result), true))))
 	row("last error", dash(clip(clean(j.LastError, true))))
+	// The history, one line per ended attempt: when, how long, where, how it ended.
+	for _, a := range j.Attempts {
+		line := fmt.Sprintf("%s  %s  %s  worker %s", a.Outcome, when(a.StartedAt), took(a), dash(clean(a.Worker, false)))
+		if a.Error != "" {
+			line += "  " + clean(a.Error, false)
+		}
+		row(fmt.Sprintf("attempt %d", a.Attempt), line)
+	}
 	tw.Flush()
+}
+
+// took is how long an attempt ran, to the millisecond, or "-" when a time is unknown.
+func took(a queue.Attempt) string {
+	if a.StartedAt.IsZero() || a.FinishedAt.IsZero() {
+		return "-"
+	}
+	return a.FinishedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
 }
 
 func when(t time.Time) string {

@@ -23,6 +23,7 @@ func schedulerCommand(e *env) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "cron", Usage: "'NAME SPEC TYPE [PAYLOAD]': a static entry (repeatable)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			beatFlag,
 			metricsFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -31,6 +32,9 @@ func schedulerCommand(e *env) *cli.Command {
 			}
 			entries, err := parseCrons(c.StringSlice("cron"))
 			if err != nil {
+				return err
+			}
+			if err := checkBeat(c); err != nil {
 				return err
 			}
 			logger, err := newLogger(e, c.String("log-level"))
@@ -47,7 +51,7 @@ func schedulerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer stop()
-			s, err := cron.New(client, cron.Config{Entries: entries, Logger: logger, Registerer: reg})
+			s, err := cron.New(client, cron.Config{Entries: entries, Logger: logger, Registerer: reg, Beat: c.Duration("beat")})
 			if err != nil {
 				return usagef("%v", err)
 			}

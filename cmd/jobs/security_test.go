@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -126,10 +127,12 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+hget +hmget +hgetall +hset +hdel +hincrby " +
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
-	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore"
+	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
+	"+xadd +xtrim +xread +xinfo|stream"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
-// line, and checks that a wrong password fails on one line without echoing it.
+// line (no CLIENT among it: the registry of live processes never needs it), and checks
+// that a wrong password fails on one line without echoing it.
 func TestACLUser(t *testing.T) {
 	t.Parallel()
 	srv, err := redistest.Start()
@@ -173,7 +176,7 @@ func TestACLUser(t *testing.T) {
 	// lock, the metrics history's flush.
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join([]string{
-		"--redis", url, "worker", "--lease", "1s", "--history-interval", "100ms",
+		"--redis", url, "worker", "--lease", "1s", "--beat", "200ms", "--history-interval", "100ms",
 		"--run", "t=sh -c 'echo 50 half >&3'"}, "\x1f"))
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -198,12 +201,48 @@ func TestACLUser(t *testing.T) {
 			break
 		}
 	}
+	// The registry without CLIENT: the worker's beats (register.lua) listed it, and an
+	// operator can read the list and leave an order (order.lua).
+	var listed struct {
+		Workers []struct {
+			ID  string `json:"id"`
+			PID int    `json:"pid"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(run("workers", "--json").stdout), &listed); err != nil {
+		t.Fatal(err)
+	}
+	wid := ""
+	for _, w := range listed.Workers {
+		if w.PID == cmd.Process.Pid {
+			wid = w.ID
+		}
+	}
+	if wid == "" {
+		t.Errorf("jobs workers as the ACL user does not list the worker: %+v", listed)
+	} else {
+		run("workers")
+		run("workers", "quiet", wid)
+		waitFor(t, 5*time.Second, "the worker quiet, as the ACL user", func() bool {
+			return strings.Contains(runCLI("", "--redis", url, "workers", "--json").stdout, `"state":"quiet"`)
+		})
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil || t.Failed() { // out is complete only once the process is gone
 		t.Errorf("worker as the ACL user: %v\n%s", err, out.String())
 	}
 	if strings.Contains(out.String(), "NOPERM") {
 		t.Errorf("worker hit a missing permission:\n%s", out.String())
+	}
+
+	// jobs tail: XINFO STREAM and XREAD in a MULTI, then a blocking XREAD (Client.Wait
+	// reads the same way).
+	_, tout, terr := startJobs(t, "--redis", url, "tail", "--json", "--since", "0", "default")
+	waitFor(t, 10*time.Second, "jobs tail as the ACL user", func() bool {
+		return strings.Contains(tout.String(), `"event":"done"`) || strings.Contains(terr.String(), "NOPERM")
+	})
+	if strings.Contains(terr.String(), "NOPERM") {
+		t.Errorf("jobs tail as the ACL user: %s", terr.String())
 	}
 
 	r := runCLI("", "--redis", "redis://jobsuser:wrong-pass@"+srv.Addr, "stats")

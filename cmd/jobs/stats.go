@@ -17,13 +17,17 @@ import (
 func statsCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
-		Usage: "count every queue's jobs by state, and today's processed and failed attempts",
-		Description: "--watch redraws every second with the throughput since the last draw. --history\n" +
-			"prints, per queue, the attempts processed and failed and the p50/p95 run and wait\n" +
-			"times (wait: from due to start) from the metrics history workers keep in Redis: 1h\n" +
-			"per minute, 24h and 7d per hour. Examples:\n\n" +
+		Usage: "count every queue's jobs by state, today's processed and failed attempts, live workers and latency",
+		Description: "WORKERS counts the live workers claiming from the queue (jobs workers lists them);\n" +
+			"LATENCY is the age of the queue's oldest ready job (the next to be claimed), since it\n" +
+			"became due: growing with jobs ready, the queue needs more workers. --watch redraws every\n" +
+			"second with the throughput since the last draw. --history prints, per queue, the\n" +
+			"attempts processed and failed and the p50/p95 run and wait times (wait: from due to\n" +
+			"start) from the metrics history workers keep in Redis: 1h per minute, 24h and 7d per\n" +
+			"hour. Examples:\n\n" +
 			"   jobs stats\n" +
 			"   jobs stats --json | jq '.queues[] | select(.dead > 0)'\n" +
+			"   jobs stats --json | jq '.queues[] | select(.latency_ms > 60000 or .workers == 0) | .name'\n" +
 			"   jobs stats --history 1h --queue emails\n" +
 			"   jobs stats --history 7d --json | jq '.queues[0].points[-1]'",
 		Flags: []cli.Flag{
@@ -103,7 +107,7 @@ func statsCommand(e *env) *cli.Command {
 
 func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64, watch bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := "QUEUE\tREADY\tSCHEDULED\tACTIVE\tRETRY\tDEAD\tDONE\tPAUSED\tPROCESSED TODAY\tFAILED TODAY\t"
+	head := "QUEUE\tREADY\tSCHEDULED\tACTIVE\tRETRY\tDEAD\tDONE\tPAUSED\tPROCESSED TODAY\tFAILED TODAY\tWORKERS\tLATENCY\t"
 	if watch {
 		head += "JOBS/S\t"
 	}
@@ -113,8 +117,12 @@ func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64,
 		if s.Paused {
 			paused = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t", s.Name, s.Ready, s.Scheduled, s.Active,
-			s.Retry, s.Dead, s.Done, paused, s.ProcessedToday, s.FailedToday)
+		latency := "-"
+		if s.Ready > 0 {
+			latency = s.Latency.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t", s.Name, s.Ready, s.Scheduled, s.Active,
+			s.Retry, s.Dead, s.Done, paused, s.ProcessedToday, s.FailedToday, s.Workers, latency)
 		if watch {
 			if r, ok := rates[s.Name]; ok {
 				fmt.Fprintf(tw, "%.0f\t", r)

@@ -44,6 +44,7 @@ func workerCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "dead-max", Value: queue.DefaultDeadMax, Usage: "most dead jobs kept per queue (oldest go first)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 			&cli.DurationFlag{Name: "history-interval", Value: worker.DefaultHistoryInterval, Usage: "how often the worker adds what it ran to the metrics history in Redis (jobs stats --history); 0 turns it off"},
+			beatFlag,
 			metricsFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -71,6 +72,9 @@ func workerCommand(e *env) *cli.Command {
 			}
 			if c.Duration("lease") < time.Second {
 				return usagef("--lease %s: must be at least 1s", c.Duration("lease"))
+			}
+			if err := checkBeat(c); err != nil {
+				return err
 			}
 			if c.Duration("abandon-grace") <= 0 {
 				return usagef("--abandon-grace %s: must be positive", c.Duration("abandon-grace"))
@@ -108,6 +112,7 @@ func workerCommand(e *env) *cli.Command {
 				Lease:           c.Duration("lease"),
 				ShutdownTimeout: c.Duration("shutdown-timeout"),
 				AbandonGrace:    c.Duration("abandon-grace"),
+				Beat:            c.Duration("beat"),
 				Logger:          logger,
 			})
 			if err != nil {
@@ -120,6 +125,18 @@ func workerCommand(e *env) *cli.Command {
 			return w.Run(c.Context)
 		},
 	}
+}
+
+// beatFlag is --beat of worker and scheduler: how often the process renews its entry in
+// the registry (`jobs workers`).
+var beatFlag = &cli.DurationFlag{Name: "beat", Value: worker.DefaultBeat,
+	Usage: "how often this process renews its entry in the list of jobs workers (one Redis call); killed, it leaves the list within 3 beats, and quiet or stop orders are obeyed within one"}
+
+func checkBeat(c *cli.Context) error {
+	if c.Duration("beat") < 100*time.Millisecond {
+		return usagef("--beat %s: must be at least 100ms", c.Duration("beat"))
+	}
+	return nil
 }
 
 // parseQueues reads --queue NAME[=WEIGHT] flags.

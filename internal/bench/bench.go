@@ -10,7 +10,8 @@
 // so runs never see each other's jobs. It leaves no job behind: jobs it enqueued but did
 // not process are drained by a worker before Run returns, and its workers delete done jobs
 // at once (queue.Config.DoneRetention < 0). What stays is the queue's name in the
-// prefix's set of queues and at most a few wake tokens: run it under a prefix of its own
+// prefix's set of queues, at most a few wake tokens and the queue's event stream (capped
+// at about queue.Config.Events entries): run it under a prefix of its own
 // (or flush that Redis) to leave nothing at all. A run interrupted by its context does not
 // drain.
 package bench
@@ -73,6 +74,9 @@ type Options struct {
 	// five times a second while the run goes on, and ended with "\n" when Run returns.
 	// Give it a terminal's stderr, not a file.
 	Progress io.Writer
+	// Events is the run's queue.Config.Events: 0 the default (events on), negative off,
+	// so the cost of the event stream can be measured.
+	Events int
 }
 
 // Record is the result of one run: one JSON line of the benchmark contract (DESIGN.md).
@@ -101,7 +105,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 	if rdb == nil {
 		return Record{}, fmt.Errorf("%w: nil Redis client", ErrInvalid)
 	}
-	client, err := queue.NewClient(rdb, queue.Config{Prefix: prefix, DoneRetention: -1})
+	client, err := queue.NewClient(rdb, queue.Config{Prefix: prefix, DoneRetention: -1, Events: o.Events})
 	if err != nil {
 		return Record{}, fmt.Errorf("bench: %w", err)
 	}

@@ -2,7 +2,8 @@
 // a queue.Client's worker side: the transitions of claimed jobs, the waits on wake lists
 // and the cancel notices. Package queue implements it on an unexported type, so that
 // applications see only Enqueue and the admin calls; each method's contract is documented
-// where it is implemented (queue/lifecycle.go, queue/wait.go, queue/cancelwatch.go).
+// where it is implemented (queue/lifecycle.go, queue/wait.go, queue/cancelwatch.go,
+// queue/registry.go).
 package broker
 
 import (
@@ -56,6 +57,14 @@ type Broker interface {
 	RecordMetrics(ctx context.Context, samples []*proto.MetricsSample) (retry []*proto.MetricsSample, err error)
 	// WatchCancels calls fn for each cancel of an active job until ctx is done.
 	WatchCancels(ctx context.Context, fn func(proto.CancelNotice)) error
+
+	// Register is a process's beat in the registry of live processes: it writes p's
+	// entry, to expire after ttl, and returns the order an operator left there ("",
+	// proto.OrderQuiet, proto.OrderStop) and the entry's start time (pass it back in
+	// p.StartedAt on later beats).
+	Register(ctx context.Context, p *queue.Process, ttl time.Duration) (order string, startedAt time.Time, err error)
+	// Deregister removes a process from the registry at once (a clean stop).
+	Deregister(ctx context.Context, id string) error
 }
 
 // Of returns client's worker side.

@@ -8,6 +8,7 @@ package proto
 
 import (
 	"math"
+	"runtime/debug"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -180,3 +181,43 @@ const (
 	MetricsHourRetention   = 30 * 24 * time.Hour
 	StatsRetention         = 90 * 24 * time.Hour
 )
+
+// RegistryKeys are the keys of the registry of live processes (`jobs workers`): an index
+// sorted by expiry and one hash per process. They share the hash tag {registry}, so the
+// one script that writes both on each beat touches one Redis Cluster slot.
+type RegistryKeys struct {
+	Index   string // ZSET: process ID -> expiry (ms, Redis's clock)
+	Process string // prefix of each process's HASH: Process + id
+}
+
+// RegistryKeysOf returns the registry's keys under prefix.
+func RegistryKeysOf(prefix string) RegistryKeys {
+	p := prefix + ":{registry}:"
+	return RegistryKeys{Index: p + "processes", Process: p + "process:"}
+}
+
+// DefaultBeat is how often a worker or scheduler renews its entry in the registry. An
+// entry lives three beats: a process killed without a word leaves the list within 15 s.
+const DefaultBeat = 5 * time.Second
+
+// BeatsToLive is how many beats a registry entry outlives its last renewal: one or two
+// failed beats (a Redis restart, a slow network) do not drop a live process.
+const BeatsToLive = 3
+
+// Orders an operator leaves in a process's registry entry (`jobs workers quiet|stop`);
+// the process reads them in the reply to its next beat.
+const (
+	// OrderQuiet: stop claiming jobs; finish (and keep renewing) the running ones.
+	OrderQuiet = "quiet"
+	// OrderStop: shut down gracefully, as on SIGTERM.
+	OrderStop = "stop"
+)
+
+// Version is the version of the running binary's main module ("(devel)" for a build
+// from a work tree, "" without build information), shown in the registry.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
+}

@@ -1,0 +1,354 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobs-dev/jobs/internal/errtext"
+)
+
+// EventName says what one transition did to a job, or to a queue.
+type EventName string
+
+// The events. Every script that changes a job's state appends one to its queue's stream
+// in the same atomic step, so an event exists exactly for each change that committed, in
+// commit order per queue. Promotion (a scheduled or retry job becoming due) writes none:
+// the scheduled or retry event announced it, and the next event (started, cancelled)
+// shows it happened.
+const (
+	EventEnqueued   EventName = "enqueued"    // a new job is ready
+	EventScheduled  EventName = "scheduled"   // a new job waits for its run time
+	EventStarted    EventName = "started"     // a worker claimed it: an attempt began (a job claimed ahead starts here, before its handler)
+	EventDone       EventName = "done"        // the attempt succeeded
+	EventRetry      EventName = "retry"       // the attempt failed; the job waits for the next one
+	EventDead       EventName = "dead"        // failed for good, or ended after an operator's cancel
+	EventReaped     EventName = "reaped"      // its worker stopped renewing the lease; back to the head of ready (with none left: dead instead)
+	EventHandedBack EventName = "handed_back" // given back unrun, attempt uncounted (a stopping worker, a job claimed ahead that waited too long)
+	EventPostponed  EventName = "postponed"   // given back unrun to run later, with the reason as Error (exclusive lock held, no handler)
+	EventCancelled  EventName = "cancelled"   // an operator cancelled it: a waiting job is dead now, a running one ends dead
+	EventRequeued   EventName = "requeued"    // an operator made it ready again (Retry, `jobs retry`)
+	EventPurged     EventName = "purged"      // an operator deleted jobs (Purge): one event per batch of up to 1000, ID empty, Error says how many
+	EventPaused     EventName = "paused"      // the queue was paused (ID empty)
+	EventResumed    EventName = "resumed"     // the queue was resumed (ID empty)
+)
+
+// Event is one entry of a queue's event stream (`jobs:{queue}:events`).
+type Event struct {
+	Queue   string
+	Name    EventName
+	ID      string // the job's ID; empty for paused and resumed
+	Type    string
+	Attempt int    // the attempt the event is about (0 before the first)
+	Worker  string // the worker of that attempt, when one was involved
+	Error   string // one line of at most 200 bytes: the failure, the postpone reason
+	At      time.Time
+	// Cursor is where a reader stands after this event: pass it to [Client.Events] to
+	// resume right after it, losing nothing the stream still holds. Reading one queue it
+	// is the entry's ID ("1733380000123-0"); reading several, every queue's position
+	// ("default=1733380000123-0,emails=1733380000099-3").
+	Cursor string
+
+	sid streamID // the entry's ID in its queue's stream
+}
+
+// eventJSON is `jobs tail --json`'s line.
+type eventJSON struct {
+	Queue   string    `json:"queue"`
+	Event   EventName `json:"event"`
+	ID      string    `json:"id"`
+	Type    string    `json:"type"`
+	Attempt int       `json:"attempt"`
+	Worker  string    `json:"worker"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
+	Cursor  string    `json:"cursor"`
+}
+
+// MarshalJSON renders the event as `jobs tail --json` prints it: every field always
+// present, at in RFC 3339 (UTC).
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(eventJSON{Queue: e.Queue, Event: e.Name, ID: e.ID, Type: e.Type,
+		Attempt: e.Attempt, Worker: e.Worker, Error: e.Error, At: e.At.UTC(), Cursor: e.Cursor})
+}
+
+// ErrEventsGap: a reader fell so far behind a queue's event stream that Redis dropped
+// events it had not read yet (the stream keeps about Config.Events). The error is a
+// *GapError, which says where the reader stood and how to go on.
+var ErrEventsGap = errors.New("queue: events lost: the reader fell behind the capped stream")
+
+// GapError is the error [Client.Events] ends with when events were lost.
+type GapError struct {
+	Queue  string // the queue whose events were lost
+	Cursor string // where the reader stood: the last event it delivered (as Event.Cursor)
+	First  string // the oldest entry the stream still holds
+	Resume string // a cursor that goes on from First, accepting the loss
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("%v: queue %s: read up to %s, the stream now starts at %s (resume from %s to go on)",
+		ErrEventsGap, e.Queue, e.Cursor, e.First, e.Resume)
+}
+
+// Unwrap makes errors.Is(err, ErrEventsGap) hold.
+func (e *GapError) Unwrap() error { return ErrEventsGap }
+
+// Events follows the event streams of queues (every known queue when none is given): it
+// yields the events after from, in commit order per queue, and then waits for new ones
+// with blocking reads (no polling) until ctx ends or the loop stops. On a Redis Cluster,
+// where queues live on different nodes, it reads each queue on its own node at once.
+//
+// from is a cursor: "" or "$" for new events only; "0" for everything the streams still
+// hold; an Event.Cursor or an entry ID ("1733380000123-0") to resume right after it; or
+// a time in Unix milliseconds ("1733380000123") for the events from then on, whatever
+// the streams still hold of them (no gap is reported before the first). A queue that a
+// several-queue cursor does not name starts with new events.
+//
+// The sequence ends with one error: ctx's when it ends, a Redis error, or a *GapError
+// (errors.Is ErrEventsGap) when Redis dropped events this reader had not read yet: a
+// resumed reader never skips events silently. The events are the ones written by every
+// Client whose Config.Events is not negative, whatever this Client's setting.
+func (c *Client) Events(ctx context.Context, queues []string, from string) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		cur, err := c.startCursor(ctx, queues, from)
+		if err != nil {
+			yield(Event{}, err)
+			return
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		out := make(chan readOut)
+		for _, group := range c.eventGroups(cur.queues) {
+			pos := make(map[string]position, len(group))
+			for _, q := range group {
+				pos[q] = cur.pos[q]
+			}
+			go c.follow(rctx, group, pos, out)
+		}
+		for {
+			var r readOut
+			select {
+			case r = <-out:
+			case <-ctx.Done():
+				yield(Event{}, ctx.Err())
+				return
+			}
+			if r.gap != nil {
+				r.gap.Cursor = cur.String()
+				p := cur.pos[r.gap.Queue]
+				cur.pos[r.gap.Queue] = position{id: r.gapFirst.prev(), checked: p.checked}
+				r.gap.Resume = cur.String()
+				yield(Event{}, r.gap)
+				return
+			}
+			if r.err != nil {
+				yield(Event{}, r.err)
+				return
+			}
+			for _, e := range r.events {
+				cur.pos[e.Queue] = position{id: e.sid, checked: true}
+				e.Cursor = cur.String()
+				if !yield(e, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// position is where a reader stands in one queue's stream: after id. checked: a stream
+// whose oldest entry is past id has lost events this reader wanted (see gapAfter); false
+// only for "0", which asks for whatever the stream holds.
+type position struct {
+	id      streamID
+	checked bool
+}
+
+// cursor is every followed queue's position, in queue order.
+type cursor struct {
+	queues []string
+	pos    map[string]position
+}
+
+// String is the cursor as Event.Cursor shows it.
+func (c cursor) String() string {
+	if len(c.queues) == 1 {
+		return c.pos[c.queues[0]].id.String()
+	}
+	parts := make([]string, len(c.queues))
+	for i, q := range c.queues {
+		parts[i] = q + "=" + c.pos[q].id.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// startCursor resolves from (see Events) into a position for each queue.
+func (c *Client) startCursor(ctx context.Context, queues []string, from string) (cursor, error) {
+	named := map[string]streamID{} // from a several-queue cursor
+	var all *streamID              // from a single ID
+	unchecked := false             // "0" or a time: no gap check before the first event
+	switch from = strings.TrimSpace(from); {
+	case from == "" || from == "$":
+	case from == "0" || from == "0-0":
+		all, unchecked = &streamID{}, true
+	case strings.Contains(from, "="):
+		for _, part := range strings.Split(from, ",") {
+			q, id, _ := strings.Cut(part, "=")
+			sid, ok := parseStreamID(id)
+			if err := ValidateQueue(q); err != nil || !ok {
+				return cursor{}, invalid("cursor %q: want queue=ID,queue=ID,... (as Event.Cursor)", from)
+			}
+			named[q] = sid
+		}
+	default:
+		sid, ok := parseStreamID(from)
+		if !ok {
+			return cursor{}, invalid("cursor %q: want \"$\", \"0\", an entry ID such as 1733380000123-0, or an event's cursor", from)
+		}
+		if !strings.Contains(from, "-") {
+			// A time, not a position: the events from that millisecond on, whatever the
+			// streams still hold of them.
+			sid, unchecked = streamID{sid.ms, 0}.prev(), true
+		}
+		all = &sid
+	}
+	if len(queues) == 0 && len(named) > 0 {
+		for q := range named {
+			queues = append(queues, q)
+		}
+	}
+	if len(queues) == 0 {
+		var err error
+		if queues, err = c.Queues(ctx); err != nil {
+			return cursor{}, err
+		}
+		if len(queues) == 0 {
+			return cursor{}, errors.New("events: no queue to follow yet (no job was ever enqueued): name one")
+		}
+	}
+	queues = slices.Clone(queues)
+	slices.Sort(queues)
+	queues = slices.Compact(queues)
+	cur := cursor{queues: queues, pos: make(map[string]position, len(queues))}
+	var latest []string // queues that start with new events
+	for _, q := range queues {
+		if err := ValidateQueue(q); err != nil {
+			return cursor{}, err
+		}
+		switch sid, ok := named[q]; {
+		case ok:
+			cur.pos[q] = position{id: sid, checked: true}
+		case all != nil:
+			cur.pos[q] = position{id: *all, checked: !unchecked}
+		default:
+			latest = append(latest, q)
+		}
+	}
+	if len(latest) > 0 {
+		ids, err := c.lastEventIDs(ctx, latest)
+		if err != nil {
+			return cursor{}, err
+		}
+		for i, q := range latest {
+			cur.pos[q] = position{id: ids[i], checked: true}
+		}
+	}
+	return cur, nil
+}
+
+// eventGroups splits queues into the sets one XREAD can read: all of them on one node,
+// one per queue on a cluster (a multi-key command must stay in one slot).
+func (c *Client) eventGroups(queues []string) [][]string {
+	if c.clusterWait == nil {
+		return [][]string{queues}
+	}
+	groups := make([][]string, len(queues))
+	for i, q := range queues {
+		groups[i] = []string{q}
+	}
+	return groups
+}
+
+// streamID is a stream entry's ID: milliseconds of Redis's clock, and a sequence number.
+type streamID struct{ ms, seq uint64 }
+
+// parseStreamID reads "ms-seq" or "ms".
+func parseStreamID(s string) (streamID, bool) {
+	msPart, seqPart, hasSeq := strings.Cut(s, "-")
+	ms, err := strconv.ParseUint(msPart, 10, 64)
+	if err != nil {
+		return streamID{}, false
+	}
+	var seq uint64
+	if hasSeq {
+		if seq, err = strconv.ParseUint(seqPart, 10, 64); err != nil {
+			return streamID{}, false
+		}
+	}
+	return streamID{ms, seq}, true
+}
+
+func (a streamID) String() string {
+	return strconv.FormatUint(a.ms, 10) + "-" + strconv.FormatUint(a.seq, 10)
+}
+
+func (a streamID) compare(b streamID) int {
+	return cmp.Or(cmp.Compare(a.ms, b.ms), cmp.Compare(a.seq, b.seq))
+}
+
+// next is the smallest ID after a; prev the largest before it (0-0 has none: itself).
+func (a streamID) next() streamID {
+	if a.seq == ^uint64(0) {
+		return streamID{a.ms + 1, 0}
+	}
+	return streamID{a.ms, a.seq + 1}
+}
+
+func (a streamID) prev() streamID {
+	switch {
+	case a.seq > 0:
+		return streamID{a.ms, a.seq - 1}
+	case a.ms > 0:
+		return streamID{a.ms - 1, ^uint64(0)}
+	}
+	return a
+}
+
+// maxShortError bounds the error text of an event and of an attempt's record.
+const maxShortError = 200
+
+// shortError is the one line of a job's error that says most (see internal/errtext), at
+// most maxShortError bytes: what an event and the attempt history keep of it.
+func shortError(reason string) string {
+	s := errtext.Summary(reason)
+	if len(s) <= maxShortError {
+		return s
+	}
+	cut := maxShortError - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// eventSafe replaces the tabs in a worker ID, which the scripts write between the values
+// of an event (see decodeEvent): generated worker IDs have none, so this costs a scan.
+func eventSafe(worker string) string {
+	if !strings.Contains(worker, "\t") {
+		return worker
+	}
+	return strings.ReplaceAll(worker, "\t", " ")
+}
+
+// eventsMax is the scripts' events_max argument: 0 writes no events.
+func (c *Client) eventsMax() int {
+	return max(c.cfg.Events, 0)
+}

@@ -1,0 +1,209 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// eventsBatch is the most entries one read takes from each stream.
+const eventsBatch = 500
+
+// eventsBlock is how long one blocking read waits for a new event before it is sent
+// again. It bounds how long a reader goroutine outlives the Events loop that stopped
+// (go-redis cannot cancel a blocking command), not how soon an event is seen: a blocked
+// XREAD returns as soon as an entry is added.
+const eventsBlock = 2 * time.Second
+
+// readOut is what a follow goroutine hands the Events loop: events in stream order, an
+// error, or a gap (with the stream's first entry, for the resume cursor).
+type readOut struct {
+	events   []Event
+	err      error
+	gap      *GapError
+	gapFirst streamID
+}
+
+// follow reads the streams of queues (one XREAD can span them: see eventGroups) from pos
+// until ctx ends, sending what it reads to out. Each read is a MULTI of XINFO STREAM and
+// a non-blocking XREAD, so the gap check (see gapAfter) and the read see the same stream:
+// no entry can be trimmed between them. When the read is caught up, a blocking XREAD
+// waits for the next entry, and the loop reads it with the same check: the blocking read
+// only wakes it, so an entry trimmed while it waited is still noticed.
+func (c *Client) follow(ctx context.Context, queues []string, pos map[string]position, out chan<- readOut) {
+	send := func(r readOut) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	read := true
+	for ctx.Err() == nil {
+		if read {
+			r, full := c.readEventsOnce(ctx, queues, pos)
+			if r.err != nil || r.gap != nil {
+				send(r)
+				return
+			}
+			if len(r.events) > 0 && !send(r) {
+				return
+			}
+			if full {
+				continue
+			}
+		}
+		streams := make([]string, 0, 2*len(queues))
+		for _, q := range queues {
+			streams = append(streams, c.keys.queue(q).events)
+		}
+		for _, q := range queues {
+			streams = append(streams, pos[q].id.String())
+		}
+		err := c.rdb.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1, Block: eventsBlock}).Err()
+		// Timed out: no entry after pos exists, so none can have been trimmed either;
+		// block again without reading.
+		read = !errors.Is(err, redis.Nil)
+		if err != nil && read {
+			if ctx.Err() == nil {
+				send(readOut{err: fmt.Errorf("read events of %s: %w", strings.Join(queues, ", "), err)})
+			}
+			return
+		}
+	}
+}
+
+// readEventsOnce reads up to eventsBatch entries of each stream after pos, atomically
+// with each stream's XINFO, and advances pos. full: some stream had more to read.
+func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[string]position) (readOut, bool) {
+	keyOf := make(map[string]string, len(queues))
+	streams := make([]string, 0, 2*len(queues))
+	infos := make([]*redis.XInfoStreamCmd, len(queues))
+	pipe := c.rdb.TxPipeline()
+	for i, q := range queues {
+		k := c.keys.queue(q).events
+		keyOf[k] = q
+		streams = append(streams, k)
+		infos[i] = pipe.XInfoStream(ctx, k)
+	}
+	for _, q := range queues {
+		streams = append(streams, pos[q].id.String())
+	}
+	read := pipe.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: eventsBatch, Block: -1})
+	_, _ = pipe.Exec(ctx)
+	for i, q := range queues {
+		info, err := infos[i].Result()
+		if err != nil {
+			if isNoSuchKey(err) {
+				continue // no stream yet: nothing written, nothing lost
+			}
+			return readOut{err: fmt.Errorf("read events of %s: %w", q, err)}, false
+		}
+		if first, gap := gapAfter(pos[q], info); gap {
+			return readOut{gap: &GapError{Queue: q, First: first.String()}, gapFirst: first}, false
+		}
+	}
+	res, err := read.Result()
+	if errors.Is(err, redis.Nil) {
+		return readOut{}, false
+	}
+	if err != nil {
+		return readOut{err: fmt.Errorf("read events of %s: %w", strings.Join(queues, ", "), err)}, false
+	}
+	var r readOut
+	full := false
+	for _, s := range res {
+		q := keyOf[s.Stream]
+		full = full || len(s.Messages) >= eventsBatch
+		for _, m := range s.Messages {
+			e, ok := decodeEvent(q, m)
+			if !ok {
+				continue
+			}
+			pos[q] = position{id: e.sid, checked: true}
+			r.events = append(r.events, e)
+		}
+	}
+	return r, full
+}
+
+// gapAfter reports whether the stream described by info lost entries a reader at p has
+// not read: its oldest entry is past p, yet is not the very next ID (p itself, or what
+// followed it, was trimmed), and the stream did drop entries (entries-added, Redis 7+,
+// exceeds its length; an older Redis does not say, so it counts as dropped). A reader
+// whose last entry alone was trimmed, the next one kept, reads as a gap too: Redis keeps
+// no trace of what it dropped, so the rare false alarm is the price of never a silent loss.
+func gapAfter(p position, info *redis.XInfoStream) (streamID, bool) {
+	if !p.checked || info.Length == 0 {
+		return streamID{}, false
+	}
+	firstID := info.FirstEntry.ID
+	if firstID == "" {
+		firstID = info.RecordedFirstEntryID
+	}
+	first, ok := parseStreamID(firstID)
+	if !ok || first.compare(p.id) <= 0 || first == p.id.next() {
+		return streamID{}, false
+	}
+	if info.EntriesAdded > 0 && info.EntriesAdded <= info.Length {
+		return streamID{}, false
+	}
+	return first, true
+}
+
+// lastEventIDs returns the ID of the latest entry ever added to each queue's stream
+// (0-0 for a queue without one), in one round trip: the position of a reader that wants
+// only new events.
+func (c *Client) lastEventIDs(ctx context.Context, queues []string) ([]streamID, error) {
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.XInfoStreamCmd, len(queues))
+	for i, q := range queues {
+		cmds[i] = pipe.XInfoStream(ctx, c.keys.queue(q).events)
+	}
+	_, _ = pipe.Exec(ctx)
+	ids := make([]streamID, len(queues))
+	for i, cmd := range cmds {
+		info, err := cmd.Result()
+		if isNoSuchKey(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read events of %s: %w", queues[i], err)
+		}
+		id, ok := parseStreamID(info.LastGeneratedID)
+		if !ok {
+			return nil, fmt.Errorf("read events of %s: %w: last id %q", queues[i], errBadReply, info.LastGeneratedID)
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// isNoSuchKey: XINFO STREAM's reply for a stream that does not exist.
+func isNoSuchKey(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no such key")
+}
+
+// decodeEvent builds an Event from a stream entry written by the scripts' event function:
+// one field, event, holding name, id, type, attempt, worker and error separated by tabs
+// (the error last: it is the one value that may hold a tab).
+func decodeEvent(queue string, m redis.XMessage) (Event, bool) {
+	sid, ok := parseStreamID(m.ID)
+	if !ok {
+		return Event{}, false
+	}
+	v, _ := m.Values["event"].(string)
+	f := strings.SplitN(v, "\t", 6)
+	if len(f) != 6 {
+		return Event{}, false
+	}
+	attempt, _ := strconv.Atoi(f[3])
+	return Event{Queue: queue, Name: EventName(f[0]), ID: f[1], Type: f[2], Attempt: attempt,
+		Worker: f[4], Error: f[5], At: time.UnixMilli(int64(sid.ms)), sid: sid}, true
+}

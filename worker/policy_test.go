@@ -1,0 +1,147 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// Snooze runs the job again later without counting the attempt or losing its last error.
+func TestSnoozeDoesNotCountTheAttempt(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var mu sync.Mutex
+	var calls []int
+	startWorker(t, c, Config{Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, j.Attempt)
+		switch len(calls) {
+		case 1:
+			return errors.New("first failure")
+		case 2, 3:
+			return Snooze(20 * time.Millisecond)
+		}
+		return nil
+	})})
+	id, err := c.Enqueue(ctx, "t", nil, queue.MaxRetry(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := waitState(t, c, queue.DefaultQueue, id, queue.StateDone, 10*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	// Attempt 1 failed; attempt 2 snoozed twice, then succeeded: with max retry 1, a
+	// counted snooze would have sent the job to the dead set.
+	if len(calls) != 4 || calls[3] != 2 || j.Attempt != 2 || j.Postponed != 2 {
+		t.Errorf("attempts seen %v, job attempt %d postponed %d; want [1 2 2 2], 2, 2", calls, j.Attempt, j.Postponed)
+	}
+}
+
+// A snooze of an exec handler: exit ExitSnooze with the delay as stdout's last line.
+func TestExecSnooze(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	ex, err := NewExec(`sh -c 'if [ "$JOB_ATTEMPT" = 1 ] && [ ! -e "$0" ]; then touch "$0"; echo 10ms; exit 76; fi' ` + t.TempDir() + "/snoozed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, c, Config{Handler: ex})
+	id, _ := c.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
+	j := waitState(t, c, queue.DefaultQueue, id, queue.StateDone, 10*time.Second)
+	if j.Attempt != 1 || j.Postponed != 1 {
+		t.Errorf("attempt %d, postponed %d; want the snooze uncounted: 1, 1", j.Attempt, j.Postponed)
+	}
+	bad, _ := NewExec(`sh -c 'echo soon; exit 76'`)
+	c2 := newClient(t)
+	startWorker(t, c2, Config{Handler: bad})
+	id, _ = c2.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
+	j = waitState(t, c2, queue.DefaultQueue, id, queue.StateDead, 10*time.Second)
+	if !strings.Contains(j.LastError, "without a delay") {
+		t.Errorf("exit 76 without a delay: last error %q, want it to say so", j.LastError)
+	}
+}
+
+// Per-type policies replace the job's timeout, bound its retries and set its backoff.
+func TestTypePolicies(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	deadlines := make(chan time.Duration, 10)
+	var backoffs sync.Map
+	startWorker(t, c, Config{
+		Types: map[string]TypePolicy{
+			"slow":  {Timeout: 2 * time.Hour},
+			"flaky": {MaxRetry: 1, Backoff: func(j *queue.Job, _ error) time.Duration { backoffs.Store(j.ID, true); return time.Millisecond }},
+		},
+		Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+			if j.Type == "slow" {
+				d, _ := ctx.Deadline()
+				deadlines <- time.Until(d)
+				return nil
+			}
+			return errors.New("still flaky")
+		}),
+	})
+	slow, _ := c.Enqueue(ctx, "slow", nil) // its own timeout: the default 30 min
+	flaky, _ := c.Enqueue(ctx, "flaky", nil, queue.MaxRetry(10))
+	waitState(t, c, queue.DefaultQueue, slow, queue.StateDone, 5*time.Second)
+	if d := <-deadlines; d < 119*time.Minute {
+		t.Errorf("slow job's deadline in %s, want the type's 2h", d)
+	}
+	j := waitState(t, c, queue.DefaultQueue, flaky, queue.StateDead, 5*time.Second)
+	if _, ok := backoffs.Load(flaky); j.Attempt != 2 || !ok {
+		t.Errorf("flaky job dead after %d attempts (type backoff used: %v), want 2 (MaxRetry 1) and the type's backoff", j.Attempt, ok)
+	}
+	if _, err := New(c, Config{Handler: HandlerFunc(noop), Types: map[string]TypePolicy{"x": {Timeout: time.Microsecond}}}); err == nil {
+		t.Error("New accepted a sub-millisecond type timeout")
+	}
+}
+
+// OnError sees every recorded failure, a panic with its stack; OnDead the death.
+func TestErrorHooks(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	type call struct {
+		state queue.State
+		err   error
+	}
+	errs, deaths := make(chan call, 10), make(chan call, 10)
+	startWorker(t, c, Config{
+		OnError: func(j *queue.Job, err error) { errs <- call{j.State, err} },
+		OnDead:  func(j *queue.Job, err error) { deaths <- call{j.State, err} },
+		Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+			if j.Attempt == 1 {
+				panic("boom")
+			}
+			return errors.New("no luck")
+		}),
+		BackoffFunc: func(*queue.Job, error) time.Duration { return time.Millisecond },
+	})
+	id, _ := c.Enqueue(ctx, "t", nil, queue.MaxRetry(1))
+	waitState(t, c, queue.DefaultQueue, id, queue.StateDead, 5*time.Second)
+	first, second := <-errs, <-errs
+	var pe *PanicError
+	if first.state != queue.StateRetry || !errors.As(first.err, &pe) || pe.Value != "boom" ||
+		!strings.Contains(string(pe.Stack), "policy_test.go") {
+		t.Errorf("first OnError: %s, %v; want retry and a *PanicError with the handler's stack", first.state, first.err)
+	}
+	if second.state != queue.StateDead || second.err.Error() != "no luck" {
+		t.Errorf("second OnError: %s, %v; want dead, no luck", second.state, second.err)
+	}
+	select {
+	case d := <-deaths:
+		if d.state != queue.StateDead {
+			t.Errorf("OnDead with state %s", d.state)
+		}
+	case <-time.After(time.Second):
+		t.Error("OnDead not called")
+	}
+	if len(deaths) != 0 || len(errs) != 0 {
+		t.Errorf("%d more OnDead and %d more OnError calls than failures", len(deaths), len(errs))
+	}
+}
