@@ -61,7 +61,9 @@
 // live workers and latency); [Client.Get], [Client.Find] and [Client.List] read them;
 // [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge], [Client.Pause]
 // and [Client.Resume] act on them. A [Job] carries its last attempts ([Attempt]: when,
-// where, how each ended).
+// where, how each ended). [Client.History] reads the metrics history workers keep per
+// queue, job type and minute (processed, failed, p50/p95 run and wait times) for charts
+// without Prometheus; a running job's handler reports its progress ([Job].Progress).
 //
 // Every running worker and scheduler keeps an entry in a registry of live processes,
 // renewed every few seconds and expiring three beats after its process dies.

@@ -47,6 +47,15 @@ type Job struct {
 	// exclusive job whose lock was held, a type it has no handler for); those runs are
 	// not counted in Attempt.
 	Postponed int
+	// Progress is the percentage (0 to 100) the job's handler last reported
+	// (worker.Progress, or an exec handler's line on file descriptor 3), ProgressMessage
+	// what it said with it, and ProgressAt when the worker stored it (Redis time; zero
+	// when no progress was ever reported). A worker stores progress at most about once a
+	// second and once when the handler returns, only while it holds the job's lease. A
+	// retried job keeps the progress of its earlier attempt until the new one reports.
+	Progress        int
+	ProgressMessage string
+	ProgressAt      time.Time
 	// Attempts is the job's history: its last 10 attempts that ended, oldest first (see
 	// [Attempt]). A running attempt is not in it yet.
 	Attempts []Attempt
@@ -126,6 +135,12 @@ func (d *jobFields) set(k, v string) {
 		j.Exclusive = v
 	case "postponed":
 		j.Postponed = atoi(v)
+	case "progress":
+		j.Progress = atoi(v)
+	case "progress_msg":
+		j.ProgressMessage = v
+	case "progress_at":
+		j.ProgressAt = msTime(v)
 	case "result":
 		j.Result = []byte(v)
 	case "attempts":
@@ -230,6 +245,9 @@ type jobJSON struct {
 	Exclusive     string            `json:"exclusive,omitempty"`
 	Meta          map[string]string `json:"meta,omitempty"`
 	Postponed     int               `json:"postponed"`
+	Progress      *int              `json:"progress"`
+	ProgressMsg   string            `json:"progress_msg"`
+	ProgressAt    *time.Time        `json:"progress_at"`
 	Attempts      []Attempt         `json:"attempts"`
 }
 
@@ -245,6 +263,10 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 	}
 	if v.Attempts == nil {
 		v.Attempts = []Attempt{}
+	}
+	if !j.ProgressAt.IsZero() {
+		p := j.Progress
+		v.Progress, v.ProgressMsg, v.ProgressAt = &p, j.ProgressMessage, jsonTime(j.ProgressAt)
 	}
 	v.Payload, v.PayloadBase64 = text(j.Payload)
 	v.Result, v.ResultBase64 = text(j.Result)

@@ -1,5 +1,7 @@
 package queue
 
+import "strconv"
+
 // keys builds every Redis key name in the project: KEYS.md documents each one. All keys of
 // one queue share the hash tag {queue}, so each script touches one Redis Cluster slot.
 type keys struct {
@@ -22,6 +24,7 @@ type queueKeys struct {
 	paused    string
 	events    string // STREAM: one entry per transition (see events.go)
 	stats     string // prefix of the daily counters: stats + "processed:2026-12-02"
+	metrics   string // prefix of the metrics history: metrics + "m:<unix minute>", "h:<unix hour>"
 }
 
 func (k keys) queue(name string) queueKeys {
@@ -38,10 +41,21 @@ func (k keys) queue(name string) queueKeys {
 		paused:    base + "paused",
 		events:    base + "events",
 		stats:     base + "stats:",
+		metrics:   base + "metrics:",
 	}
 }
 
 func (q queueKeys) job(id string) string { return q.jobPrefix + id }
+
+// metricsMinute is the metrics history hash of one minute (Unix ms / 60,000).
+func (q queueKeys) metricsMinute(minute int64) string {
+	return q.metrics + "m:" + strconv.FormatInt(minute, 10)
+}
+
+// metricsHour is the metrics history hash of one hour (Unix ms / 3,600,000).
+func (q queueKeys) metricsHour(hour int64) string {
+	return q.metrics + "h:" + strconv.FormatInt(hour, 10)
+}
 
 // unique is the dedup key of a unique job: in the queue's slot, so the enqueue script can
 // take it atomically with the job.

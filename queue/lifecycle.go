@@ -102,17 +102,43 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, error) {
 // in script calls of at most proto.MaxBatch jobs, pipelined in one round trip. On an error
 // some of those calls may have renewed their leases and others not.
 func (c broker) Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*Job) (lost, cancelled []string, err error) {
+	return c.HeartbeatProgress(ctx, queue, lease, jobs, nil)
+}
+
+// HeartbeatProgress is Heartbeat that also stores, for each job whose entry in progress
+// is not nil (progress is nil or as long as jobs), the progress its handler reported:
+// fields progress, progress_msg (cut to proto.MaxProgressMessage bytes) and progress_at
+// (Redis time) of the job's hash. Like the renewal, the progress of a job whose lease
+// token is not the current one is not written: its token is reported lost.
+func (c broker) HeartbeatProgress(ctx context.Context, queue string, lease time.Duration, jobs []*Job,
+	progress []*proto.Progress) (lost, cancelled []string, err error) {
 	if len(jobs) == 0 {
 		return nil, nil, nil
+	}
+	if progress != nil && len(progress) != len(jobs) {
+		return nil, nil, fmt.Errorf("heartbeat %s: %w: %d progress entries for %d jobs", queue, ErrInvalid, len(progress), len(jobs))
 	}
 	qk := c.keys.queue(queue)
 	calls := make([]*scriptCall, 0, (len(jobs)+proto.MaxBatch-1)/proto.MaxBatch)
 	for start := 0; start < len(jobs); start += proto.MaxBatch {
-		chunk := jobs[start:min(start+proto.MaxBatch, len(jobs))]
-		args := make([]any, 0, 2+2*len(chunk))
-		args = append(args, qk.jobPrefix, ms(lease))
-		for _, j := range chunk {
-			args = append(args, j.ID, j.Lease)
+		end := min(start+proto.MaxBatch, len(jobs))
+		args := make([]any, 3, 3+4*(end-start))
+		args[0], args[1] = qk.jobPrefix, ms(lease)
+		// The jobs with progress go first, in groups of four; the script learns how many
+		// from args[2].
+		p := 0
+		for i := start; i < end; i++ {
+			if progress != nil && progress[i] != nil {
+				pr := progress[i]
+				args = append(args, jobs[i].ID, jobs[i].Lease, min(max(pr.Percent, 0), 100), proto.CutProgressMessage(pr.Message))
+				p++
+			}
+		}
+		args[2] = p
+		for i := start; i < end; i++ {
+			if progress == nil || progress[i] == nil {
+				args = append(args, jobs[i].ID, jobs[i].Lease)
+			}
 		}
 		calls = append(calls, &scriptCall{script: scripts.Heartbeat, keys: []string{qk.active}, args: args})
 	}

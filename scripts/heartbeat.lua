@@ -1,31 +1,47 @@
--- heartbeat: renew the leases of a worker's active jobs (active -> active).
+-- heartbeat: renew the leases of a worker's active jobs (active -> active), and store the
+-- progress their handlers reported (worker.Progress, an exec handler's fd 3).
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  lease_ms             new deadline = now + lease_ms
--- ARGV[3+2k], ARGV[4+2k]        id, lease token: one pair per job (<= 1000, queue.MaxBatch)
+-- ARGV[3]  p                    how many of the jobs below carry progress (they come first)
+-- ARGV[4+4k .. 7+4k]            id, lease token, percent (0-100), message: one group per
+--                               job with progress (k < p)
+-- then ARGV[...+2k], [...+2k+1] id, lease token: one pair per other job
+--                               (<= 1000 jobs in all, queue's proto.MaxBatch)
 -- Returns  {lost, cancelled}: the lease tokens that are lost (the job's token is another,
 --          or the job is gone: their runs must stop, and nothing of theirs will be
---          accepted), and the tokens of jobs an operator cancelled (`jobs cancel`: their
---          runs must stop). Tokens, not IDs: one worker may briefly hold two runs of a job.
--- Clock    Redis TIME.
--- Invariant a lease is renewed only with its token.
+--          accepted, progress included), and the tokens of jobs an operator cancelled
+--          (`jobs cancel`: their runs must stop). Tokens, not IDs: one worker may briefly
+--          hold two runs of a job.
+-- Clock    Redis TIME: the deadline and progress_at.
+-- Invariant a lease is renewed, and progress written, only with the job's current token:
+--          a worker that lost the lease cannot overwrite what the new run reports. The
+--          first write is the ZREM from active (see below), then the progress HSETs.
 
-local active, prefix, lease_ms = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local deadline = now_ms() + lease_ms
-local lost, cancelled, renewed, ids = {}, {}, {}, {}
-for i = 3, #ARGV, 2 do
-  local id = ARGV[i]
+local active, prefix, lease_ms, p = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local deadline = now + lease_ms
+local lost, cancelled, renewed, ids, progress = {}, {}, {}, {}, {}
+
+local function renew(id, token)
   local job = redis.call('HMGET', prefix .. id, 'lease', 'cancel')
-  if holds(job[1], ARGV[i + 1]) then
-    table.insert(ids, id)
-    table.insert(renewed, deadline)
-    table.insert(renewed, id)
-    if job[2] then table.insert(cancelled, ARGV[i + 1]) end
-  else
-    table.insert(lost, ARGV[i + 1])
+  if not holds(job[1], token) then
+    table.insert(lost, token)
+    return false
   end
+  table.insert(ids, id)
+  table.insert(renewed, deadline)
+  table.insert(renewed, id)
+  if job[2] then table.insert(cancelled, token) end
+  return true
 end
+
+local first = 4 + 4 * p
+for i = 4, first - 1, 4 do
+  if renew(ARGV[i], ARGV[i + 1]) then table.insert(progress, i) end
+end
+for i = first, #ARGV, 2 do renew(ARGV[i], ARGV[i + 1]) end
 if #ids > 0 then
   -- ZREM before ZADD, not ZADD XX alone: Redis at maxmemory (noeviction) refuses a script's
   -- first change if it is a deny-oom command such as ZADD, and a refused heartbeat would
@@ -33,5 +49,8 @@ if #ids > 0 then
   -- puts the same members back is allowed; nobody sees the gap (the script is atomic).
   redis.call('ZREM', active, unpack(ids))
   redis.call('ZADD', active, unpack(renewed))
+end
+for _, i in ipairs(progress) do
+  redis.call('HSET', prefix .. ARGV[i], 'progress', ARGV[i + 2], 'progress_msg', ARGV[i + 3], 'progress_at', now)
 end
 return {lost, cancelled}

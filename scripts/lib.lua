@@ -148,12 +148,14 @@ local function ymd(ms)
 end
 
 -- count adds n to today's counter of outcome ("processed" or "failed") under
--- stats_prefix ("jobs:{q}:stats:"); counters are kept 8 days.
+-- stats_prefix ("jobs:{q}:stats:"); counters are kept 90 days: they are also the daily
+-- level of the metrics history (proto.StatsRetention), exact because the transition
+-- itself writes them.
 local function count(stats_prefix, outcome, now, n)
   if n <= 0 then return end
   local key = stats_prefix .. outcome .. ':' .. ymd(now)
   redis.call('INCRBY', key, n)
-  redis.call('PEXPIRE', key, 8 * 86400000)
+  redis.call('PEXPIRE', key, 90 * 86400000)
 end
 
 -- wake pushes up to n tokens (at most 64) on the wake list that idle workers block on, and

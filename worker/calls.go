@@ -112,12 +112,12 @@ func (l *loop) acked(r *run, err error) {
 	ctx := context.Background()
 	switch {
 	case err == nil:
-		l.w.metrics.observe(r.job, outcomeSuccess, r.took)
+		l.observe(r, outcomeSuccess, r.took)
 		if l.log.Enabled(ctx, slog.LevelDebug) {
 			l.jobLog(r.job).LogAttrs(ctx, slog.LevelDebug, "job done", slog.Duration("took", r.took))
 		}
 	case errors.Is(err, queue.ErrCancelled):
-		l.w.metrics.observe(r.job, outcomeDead, r.took)
+		l.observe(r, outcomeDead, r.took)
 		l.jobLog(r.job).LogAttrs(ctx, slog.LevelWarn, "job succeeded after it was cancelled by an operator; it is dead")
 	default:
 		l.reportError(r.job, err)
@@ -149,19 +149,29 @@ func (l *loop) heartbeat(now time.Time) {
 		}
 	}
 	for q, runs := range byQueue {
-		q.beating = true
-		l.calls++
-		jobs := make([]*queue.Job, len(runs))
-		for i, r := range runs {
-			jobs[i] = r.job
-		}
-		go func() {
-			ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/4, reportTimeout))
-			lost, cancelled, err := l.w.broker.Heartbeat(ctx, q.name, l.cfg.Lease, jobs)
-			cancel()
-			l.postEvent(func() { l.beaten(q, runs, now, lost, cancelled, err) })
-		}()
+		l.beat(q, runs, now)
 	}
+}
+
+// beat sends one heartbeat on q for runs, carrying the progress their handlers reported
+// since it was last sent (progress.go also sends one for runs with new progress only).
+func (l *loop) beat(q *queueState, runs []*run, now time.Time) {
+	q.beating = true
+	l.calls++
+	jobs := make([]*queue.Job, len(runs))
+	for i, r := range runs {
+		jobs[i] = r.job
+	}
+	progress := l.takeProgress(runs, now, false)
+	go func() {
+		ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/4, reportTimeout))
+		lost, cancelled, err := l.w.broker.HeartbeatProgress(ctx, q.name, l.cfg.Lease, jobs, progress)
+		cancel()
+		l.postEvent(func() {
+			l.progressAnswered(runs, progress, err, time.Now())
+			l.beaten(q, runs, now, lost, cancelled, err)
+		})
+	}()
 }
 
 // beaten takes a heartbeat's reply.
@@ -504,7 +514,7 @@ func (l *loop) fail(r *run, o outcome) {
 		if state == string(queue.StateDead) {
 			outcome, level = outcomeDead, slog.LevelError
 		}
-		l.w.metrics.observe(r.job, outcome, o.took)
+		l.observe(r, outcome, o.took)
 		attrs := []slog.Attr{slog.String("error", errtext.Summary(reason)), slog.String("now", state)}
 		if state == string(queue.StateRetry) {
 			attrs = append(attrs, slog.Duration("retry_in", retryIn))

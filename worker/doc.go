@@ -33,6 +33,16 @@
 // pushes to, and wakes on its own when the next delayed or retrying job is due, so a new
 // job starts within a millisecond and a delayed one within a few of its due time.
 //
+// # Progress and the metrics history
+//
+// A handler reports how far its job has got with Progress (an exec handler writes lines
+// to file descriptor 3; see Exec). The latest value wins; the worker sends the new values
+// of all its jobs at most once a second (with the lease heartbeat when one is due) and
+// once when the handler returns, only while it holds the lease. The worker also adds up
+// what it ran per queue, job type and minute (attempts, failures, run and wait times) and
+// flushes it to Redis every Config.HistoryInterval and when it stops: queue's
+// Client.History and `jobs stats --history` read it.
+//
 // # Handler contract
 //
 // Return nil for success, an error to retry (with backoff, up to the job's max_retry),
@@ -71,7 +81,8 @@
 // Exec handlers (`jobs worker --run TYPE=COMMAND`) run a program per job: payload on
 // stdin, JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT in the environment, exit 0 for
 // success (stdout is the result), 75 to ask for a retry, 76 to snooze (ExitSnooze),
-// anything else to fail.
+// anything else to fail. Progress lines "PERCENT [MESSAGE]" go to file descriptor 3
+// (JOB_PROGRESS_FD); bad lines are ignored.
 //
 // # Typed jobs, middleware, policies and hooks
 //

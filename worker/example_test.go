@@ -165,3 +165,42 @@ func ExampleConfig_onError() {
 	// attempt 1 panicked: nil map - now dead
 	// dead: true
 }
+
+func ExampleProgress() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-progress"})
+
+	mux := worker.NewMux()
+	mux.HandleFunc("import", func(ctx context.Context, job *queue.Job) error {
+		for part := 1; part <= 3; part++ {
+			// ... import a third of the rows ...
+			worker.Progress(ctx, part*100/3, fmt.Sprintf("%d of 3 parts", part)) // never blocks
+		}
+		return nil
+	})
+	w, err := worker.New(client, worker.Config{Handler: mux})
+	if err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	id, _ := client.Enqueue(ctx, "import", nil)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		// jobs inspect shows the same; while the job runs, within about a second.
+		job, err := client.Get(ctx, queue.DefaultQueue, id)
+		if err == nil && job.State == queue.StateDone {
+			fmt.Printf("%s %d%% %s\n", job.State, job.Progress, job.ProgressMessage)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-stopped // a stopping worker flushes its metrics history
+	h, _ := client.History(context.Background(), queue.DefaultQueue, time.Hour)
+	fmt.Println("processed in the last hour:", h.Total.Processed)
+	// Output:
+	// done 100% 3 of 3 parts
+	// processed in the last hour: 1
+}

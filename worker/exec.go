@@ -46,6 +46,13 @@ const (
 // with the tail of stderr as the error. When the job's context ends (timeout, lost lease, cancel, shutdown) the
 // program's whole process group is killed; on Linux the program is also killed when the
 // worker dies, even by SIGKILL, so it cannot run on beside the job's next attempt.
+//
+// The program reports progress (see Progress) by writing lines "PERCENT [MESSAGE]" to
+// file descriptor 3, whose number is also in JOB_PROGRESS_FD: `echo "40 resizing" >&3`.
+// PERCENT is a number from 0 to 100 (a fraction is dropped, a trailing % allowed), the
+// rest of the line the message. Lines that do not start with such a number, and lines
+// over 4 KiB, are ignored; the latest good line wins. A program that never writes there
+// loses nothing.
 type Exec struct {
 	Args []string // program and arguments
 }
@@ -88,7 +95,15 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	cmd := exec.CommandContext(ctx, e.Args[0], e.Args[1:]...)
 	cmd.Stdin = bytes.NewReader(job.Payload)
 	cmd.Env = append(os.Environ(), "JOB_ID="+job.ID, "JOB_TYPE="+job.Type,
-		"JOB_QUEUE="+job.Queue, "JOB_ATTEMPT="+strconv.Itoa(job.Attempt))
+		"JOB_QUEUE="+job.Queue, "JOB_ATTEMPT="+strconv.Itoa(job.Attempt), "JOB_PROGRESS_FD=3")
+	// Progress comes on a pipe at fd 3 (ExtraFiles[0]), read by one goroutine for the
+	// program's life.
+	progress, progressW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("start %s: progress pipe: %w", e.Args[0], err)
+	}
+	defer progress.Close()
+	cmd.ExtraFiles = []*os.File{progressW}
 	stdout := &capped{max: MaxExecResult}
 	stderr := &tail{max: MaxExecStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -105,10 +120,21 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 		return nil
 	}
 	cmd.WaitDelay = execWaitDelay
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	progressW.Close() // the program holds its own copy: the pipe ends when it exits
+	if err != nil {
 		return fmt.Errorf("start %s: %w", e.Args[0], err)
 	}
-	err := cmd.Wait()
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		readProgress(ctx, progress)
+	}()
+	err = cmd.Wait()
+	// Its last lines are in the pipe: read them before the outcome (the latest wins), but
+	// do not wait for a process it left behind that still holds the pipe.
+	_ = progress.SetReadDeadline(time.Now().Add(progressDrain))
+	<-read
 	if errors.Is(err, exec.ErrWaitDelay) {
 		// It exited 0 (a failure would be an ExitError, a kill the context's error) and
 		// a process it left running still held its stdout or stderr.

@@ -76,6 +76,9 @@ type loop struct {
 	timerAt time.Time // zero: the timer is stopped
 
 	warned map[string]time.Time // job types without a handler, last logged
+
+	prog progressState // handlers' progress (progress.go)
+	hist history       // the metrics history (history.go)
 }
 
 // queueState is what the loop knows of one of its queues.
@@ -133,7 +136,9 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 		timers: timers{lease: cfg.Lease}, aheadUntil: until, staleAfter: min(cfg.Lease/10, 500*time.Millisecond),
 		// Unknown handlers are assumed slow until a few have been timed, so a worker of
 		// long jobs never claims ahead.
-		avg: until, warned: map[string]time.Time{}}
+		avg: until, warned: map[string]time.Time{},
+		prog: progressState{bell: make(chan struct{}, 1)},
+		hist: history{every: cfg.HistoryInterval, pending: map[historyKey]*proto.MetricsSample{}}}
 	for _, name := range w.queues {
 		q := &queueState{name: name, weight: cfg.Queues[name], replies: map[uint64]claimReply{}}
 		l.queues = append(l.queues, q)
@@ -146,6 +151,9 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 func (l *loop) run(ctx context.Context) {
 	bg, stopCalls := context.WithCancel(context.WithoutCancel(ctx))
 	l.bg = bg
+	// The last history flush runs once the calls are stopped (a wait still in flight
+	// then ends at once, as without it), on its own bounded context.
+	defer l.flushHistoryAtExit(ctx)
 	defer stopCalls()
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
@@ -184,6 +192,8 @@ func (l *loop) run(ctx context.Context) {
 			f()
 		case wu := <-l.wakes:
 			l.woken(wu, time.Now())
+		case <-l.prog.bell:
+			l.progressRang(time.Now())
 		case <-l.timer.C:
 			l.timerAt = time.Time{}
 		case <-stop:
@@ -236,6 +246,7 @@ func (l *loop) step(now time.Time) {
 	case !now.Before(l.nextBeat):
 		l.heartbeat(now)
 	}
+	l.progressStep(now)
 	if !l.stopping {
 		for _, q := range l.queues {
 			if !q.maintaining && !now.Before(q.retryAt) && (!now.Before(q.nextReap) || !now.Before(q.nextPromote)) {
@@ -246,6 +257,7 @@ func (l *loop) step(now time.Time) {
 	l.beatRegistry(now)
 	l.exchange(now)
 	l.wait(now)
+	l.historyStep(now)
 }
 
 // arm sets the timer to the nearest due time after now.
@@ -285,6 +297,12 @@ func (l *loop) arm(now time.Time) {
 	}
 	if !l.waiting && now.Before(l.waitRetry) {
 		at(l.waitRetry)
+	}
+	if !l.prog.due.IsZero() {
+		at(l.prog.due)
+	}
+	if !l.hist.flushAt.IsZero() && !l.hist.flushing {
+		at(l.hist.flushAt)
 	}
 	if next.Equal(l.timerAt) {
 		return
@@ -407,7 +425,7 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 		delete(q.replies, q.placed+1)
 		q.placed++
 		for _, j := range rep.jobs {
-			got = append(got, &run{job: j, q: q, state: claimed, renewed: rep.sent, index: -1})
+			got = append(got, &run{job: j, q: q, state: claimed, renewed: rep.sent, claimed: rep.sent, index: -1})
 		}
 	}
 	l.held -= len(got)
@@ -456,6 +474,7 @@ func insertByClaim(buffer []*run, r *run) []*run {
 // start runs r on slot s.
 func (l *loop) start(r *run, s *slot, now time.Time) {
 	ctx, cancel := context.WithCancelCause(l.jobsBase)
+	r.progress = &progressBox{bell: l.prog.bell, rung: &l.prog.rung}
 	r.start(s, ctx, cancel, now, l.cfg.AbandonGrace, l.cfg.Types[r.job.Type])
 	l.busy++
 	heap.Push(&l.timers, r)
@@ -486,6 +505,15 @@ func (l *loop) finish(res result, now time.Time) {
 		s = l.newSlot()
 	}
 	l.refill(s, now)
+	if l.closeProgress(r, o) {
+		return // settled once its last progress is sent
+	}
+	l.settleOutcome(r, o)
+}
+
+// settleOutcome records the outcome of a run whose handler returned: an ack waits for the
+// next exchange of its queue.
+func (l *loop) settleOutcome(r *run, o outcome) {
 	if o.err == nil {
 		r.q.acks = append(r.q.acks, r)
 		return

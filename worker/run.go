@@ -5,6 +5,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -50,6 +51,9 @@ type run struct {
 	// renewed is when the call that last renewed the lease was sent (the claim, then each
 	// heartbeat): Redis set the lease deadline no earlier than renewed + Lease.
 	renewed time.Time
+	// claimed is when the claim was sent: job.StartedAt, Redis's time of the claim, is
+	// about then (see observeHistory).
+	claimed time.Time
 
 	// Set when a slot starts it.
 	slot      *slot
@@ -64,6 +68,14 @@ type run struct {
 	// Set when its handler returned successfully, for the ack.
 	result []byte
 	took   time.Duration
+
+	// progress is what its handler reports (set when it starts); progressSent the value
+	// last sent or being sent, progressAcked the last one Redis answered, progressBeats
+	// the calls carrying its progress still in flight (see progress.go).
+	progress      *progressBox
+	progressSent  *proto.Progress
+	progressAcked *proto.Progress
+	progressBeats int
 
 	// cancelled: an operator cancelled the job (heartbeat or notice); its outcome goes to
 	// dead whatever it is (the scripts see the job's cancel field).

@@ -40,9 +40,13 @@ type result struct {
 // errGoexit is the failure of a handler that called runtime.Goexit instead of returning.
 var errGoexit = errors.New("handler called runtime.Goexit (t.FailNow, log.Fatal's cousins) instead of returning")
 
-// attempt is what a handler's context carries for SetResult: owned by the slot's
-// goroutine, which reads it after the handler returns.
-type attempt struct{ result []byte }
+// attempt is what a handler's context carries for SetResult and Progress: result is
+// owned by the slot's goroutine, which reads it after the handler returns; progress is
+// safe for any goroutine.
+type attempt struct {
+	result   []byte
+	progress *progressBox
+}
 
 type attemptKey struct{}
 
@@ -76,7 +80,7 @@ func (l *loop) slotMain(s *slot) {
 // execute runs one attempt's handler under the job's deadline, with a copy of the job
 // (the worker's own holds the lease token), turning a panic into a failure with its stack.
 func (l *loop) execute(r *run) outcome {
-	var a attempt
+	a := attempt{progress: r.progress}
 	ctx, cancel := context.WithDeadline(context.WithValue(r.ctx, attemptKey{}, &a), r.deadline)
 	defer cancel()
 	job := *r.job

@@ -91,6 +91,11 @@ type Config struct {
 	// ID names this worker in jobs (Job.Worker), logs and the registry of live processes;
 	// two live workers must not share one. Default: host:pid:random.
 	ID string
+	// HistoryInterval is how often the worker adds up what it ran (per queue, job type and
+	// minute: attempts, failures, run and wait times) to the metrics history in Redis that
+	// queue's Client.History and `jobs stats --history` read, in one round trip; it also
+	// flushes when it stops. Negative turns the history off for this worker. Default: 10s.
+	HistoryInterval time.Duration
 	// Beat is how often the worker renews its entry in the registry of live processes
 	// (`jobs workers`, queue.Client.Processes): one script call per beat. The entry
 	// expires three beats after the last renewal, so a killed worker leaves the list
@@ -111,6 +116,7 @@ func (c Config) withDefaults() Config {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.AbandonGrace = cmp.Or(c.AbandonGrace, DefaultAbandonGrace)
+	c.HistoryInterval = cmp.Or(c.HistoryInterval, DefaultHistoryInterval)
 	c.Beat = cmp.Or(c.Beat, DefaultBeat)
 	if c.BackoffFunc == nil {
 		c.BackoffFunc = DefaultBackoff

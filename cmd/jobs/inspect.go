@@ -12,7 +12,7 @@ import (
 func inspectCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
-		Usage:     "show one job: state, attempts, times, last error, result",
+		Usage:     "show one job: state, attempts, times, progress, last error, result",
 		ArgsUsage: "ID",
 		Description: "Looks in every queue unless --queue is given; an ID found in several queues needs\n" +
 			"--queue (IDs are unique per queue). Examples:\n\n" +

@@ -77,7 +77,8 @@ func TestEnqueueAndInspect(t *testing.T) {
 		t.Fatalf("inspect --json is not JSON: %v: %q", err, r.stdout)
 	}
 	for _, k := range []string{"id", "type", "queue", "state", "attempt", "max_retry", "payload",
-		"created_at", "run_at", "started_at", "finished_at", "last_error", "result", "postponed"} {
+		"created_at", "run_at", "started_at", "finished_at", "last_error", "result", "postponed",
+		"progress", "progress_msg", "progress_at"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("inspect --json lacks %q", k)
 		}

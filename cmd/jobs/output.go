@@ -30,6 +30,15 @@ func printJob(w io.Writer, j *queue.Job) {
 	row("started", when(j.StartedAt))
 	row("finished", when(j.FinishedAt))
 	row("worker", dash(clean(j.Worker, false)))
+	if j.ProgressAt.IsZero() {
+		row("progress", "-")
+	} else {
+		msg := clean(j.ProgressMessage, false)
+		if msg != "" {
+			msg += " "
+		}
+		row("progress", fmt.Sprintf("%d%% %s(at %s)", j.Progress, msg, when(j.ProgressAt)))
+	}
 	row("payload", dash(clip(clean(string(j.Payload), true))))
 	row("result", dash(clip(clean(string(j.Result), true))))
 	row("last error", dash(clip(clean(j.LastError, true))))

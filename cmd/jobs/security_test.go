@@ -160,6 +160,8 @@ func TestACLUser(t *testing.T) {
 	run("inspect", id)
 	run("ls", "default")
 	run("stats")
+	run("stats", "--history", "1h")
+	run("stats", "--history", "7d", "--json")
 	run("cancel", id)
 	run("retry", id)
 	run("pause", "default")
@@ -170,10 +172,12 @@ func TestACLUser(t *testing.T) {
 	run("doctor")
 	run("purge", "default", "--state", "scheduled", "--yes")
 	aclCancelNotice(t, srv, admin)
-	// A worker and a scheduler: claim, heartbeat, ack, exclusive lock, cron lock.
+	// A worker and a scheduler: claim, heartbeat with progress, ack, exclusive lock, cron
+	// lock, the metrics history's flush.
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join([]string{
-		"--redis", url, "worker", "--lease", "1s", "--beat", "200ms", "--run", "t=true"}, "\x1f"))
+		"--redis", url, "worker", "--lease", "1s", "--beat", "200ms", "--history-interval", "100ms",
+		"--run", "t=sh -c 'echo 50 half >&3'"}, "\x1f"))
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -183,6 +187,20 @@ func TestACLUser(t *testing.T) {
 	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
 	})
+	if r := run("inspect", "--json", ex); !strings.Contains(r.stdout, `"progress":50,"progress_msg":"half"`) {
+		t.Errorf("progress written as the ACL user: %s", r.stdout)
+	}
+	// Not waitFor: on failure the worker's log below says why.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		h := runCLI("", "--redis", url, "stats", "--history", "1h", "--json").stdout
+		if strings.Contains(h, `"types":{"t":{"processed":`) { // queue default's jobs of type t
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the history not flushed as the ACL user within 10s: %.2000s", h)
+			break
+		}
+	}
 	// The registry without CLIENT: the worker's beats (register.lua) listed it, and an
 	// operator can read the list and leave an order (order.lua).
 	var listed struct {
@@ -210,7 +228,7 @@ func TestACLUser(t *testing.T) {
 		})
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil { // out is complete only once the process is gone
+	if err := cmd.Wait(); err != nil || t.Failed() { // out is complete only once the process is gone
 		t.Errorf("worker as the ACL user: %v\n%s", err, out.String())
 	}
 	if strings.Contains(out.String(), "NOPERM") {

@@ -21,17 +21,27 @@ func statsCommand(e *env) *cli.Command {
 		Description: "WORKERS counts the live workers claiming from the queue (jobs workers lists them);\n" +
 			"LATENCY is the age of the queue's oldest ready job (the next to be claimed), since it\n" +
 			"became due: growing with jobs ready, the queue needs more workers. --watch redraws every\n" +
-			"second with the throughput since the last draw. Examples:\n\n" +
+			"second with the throughput since the last draw. --history prints, per queue, the\n" +
+			"attempts processed and failed and the p50/p95 run and wait times (wait: from due to\n" +
+			"start) from the metrics history workers keep in Redis: 1h per minute, 24h and 7d per\n" +
+			"hour. Examples:\n\n" +
 			"   jobs stats\n" +
 			"   jobs stats --json | jq '.queues[] | select(.dead > 0)'\n" +
-			"   jobs stats --json | jq '.queues[] | select(.latency_ms > 60000 or .workers == 0) | .name'",
+			"   jobs stats --json | jq '.queues[] | select(.latency_ms > 60000 or .workers == 0) | .name'\n" +
+			"   jobs stats --history 1h --queue emails\n" +
+			"   jobs stats --history 7d --json | jq '.queues[0].points[-1]'",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: `print {"queues":[{"name":...,"ready":...}]}`},
 			&cli.BoolFlag{Name: "watch", Usage: "redraw every second until interrupted"},
+			&cli.StringFlag{Name: "history", Usage: "1h, 24h or 7d: print the metrics history over that span"},
+			&cli.StringSliceFlag{Name: "queue", Usage: "with --history: the queue to show (repeatable; default: every queue)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("stats takes no arguments, got %q", c.Args().First())
+			}
+			if c.IsSet("history") || c.IsSet("queue") {
+				return historyAction(c, e)
 			}
 			client, err := connect(c)
 			if err != nil {

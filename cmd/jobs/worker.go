@@ -21,14 +21,17 @@ func workerCommand(e *env) *cli.Command {
 		Description: "Each --run TYPE=COMMAND runs COMMAND for jobs of TYPE: the command line is split\n" +
 			"into words like a shell does (quotes honoured, nothing expanded) and run directly, never\n" +
 			"through a shell; use sh -c '...' for pipes or variables. The program gets the payload on\n" +
-			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT in its environment. Exit 0 succeeds\n" +
+			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT in its environment, and may report\n" +
+			"progress by writing lines \"PERCENT [MESSAGE]\" to file descriptor 3 (JOB_PROGRESS_FD;\n" +
+			"bad lines are ignored; jobs inspect shows the latest). Exit 0 succeeds\n" +
 			"(stdout is the result), 75 asks for a retry, anything else fails (stderr's tail is the\n" +
 			"error); at the job's timeout its process group is killed. On SIGTERM or SIGINT the\n" +
 			"worker stops claiming, lets running jobs finish within --shutdown-timeout, hands the\n" +
 			"rest back to their queue, and exits 0. Examples:\n\n" +
 			"   jobs worker --run 'email=./send-email.sh'\n" +
 			"   jobs worker --queue critical=6 --queue default=3 --queue low=1 --concurrency 20 \\\n" +
-			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'make-report > /tmp/r'\"",
+			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'make-report > /tmp/r'\"\n" +
+			"   jobs worker --run \"import=sh -c 'echo 10 reading >&3; ./import; echo 100 done >&3'\"",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: run COMMAND for jobs of TYPE (repeatable)"},
 			&cli.StringSliceFlag{Name: "queue", Usage: "NAME[=WEIGHT]: a queue to work on and its weight, 1 to 1000 (repeatable; default: default)"},
@@ -40,6 +43,7 @@ func workerCommand(e *env) *cli.Command {
 			&cli.DurationFlag{Name: "dead-retention", Value: queue.DefaultDeadRetention, Usage: "how long a dead job stays in the dead set"},
 			&cli.IntFlag{Name: "dead-max", Value: queue.DefaultDeadMax, Usage: "most dead jobs kept per queue (oldest go first)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.DurationFlag{Name: "history-interval", Value: worker.DefaultHistoryInterval, Usage: "how often the worker adds what it ran to the metrics history in Redis (jobs stats --history); 0 turns it off"},
 			beatFlag,
 			metricsFlag,
 		},
@@ -92,7 +96,15 @@ func workerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer stop()
+			history := c.Duration("history-interval")
+			if history < 0 {
+				return usagef("--history-interval %s: must not be negative (0 turns the history off)", history)
+			}
+			if history == 0 {
+				history = -1 // worker.Config: negative is off, zero the default
+			}
 			w, err := worker.New(client, worker.Config{
+				HistoryInterval: history,
 				Registerer:      reg,
 				Handler:         mux,
 				Queues:          queues,

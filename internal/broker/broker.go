@@ -32,6 +32,10 @@ type Broker interface {
 	Ack(ctx context.Context, job *queue.Job, result []byte) error
 	// Heartbeat renews the leases of jobs, returning the lease tokens lost and cancelled.
 	Heartbeat(ctx context.Context, queue string, lease time.Duration, jobs []*queue.Job) (lost, cancelled []string, err error)
+	// HeartbeatProgress is Heartbeat that also stores the progress of the jobs whose entry
+	// in progress (nil, or one per job) is not nil, fenced by the same lease tokens.
+	HeartbeatProgress(ctx context.Context, queue string, lease time.Duration, jobs []*queue.Job,
+		progress []*proto.Progress) (lost, cancelled []string, err error)
 	// Fail records a failed attempt: retry after retryIn, or dead (proto.NoRetry: dead now).
 	Fail(ctx context.Context, job *queue.Job, reason string, retryIn time.Duration) (queue.State, error)
 	// HandBack gives a claimed job back unrun: to the head of ready, or after a delay.
@@ -47,6 +51,10 @@ type Broker interface {
 	Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error)
 	// Wake pushes a wake token back on a queue's wake list.
 	Wake(ctx context.Context, queue, token string) error
+	// RecordMetrics adds samples to the metrics history: one script call per queue, all
+	// pipelined in one round trip. retry holds the samples of the calls that certainly did
+	// not run, safe to send again.
+	RecordMetrics(ctx context.Context, samples []*proto.MetricsSample) (retry []*proto.MetricsSample, err error)
 	// WatchCancels calls fn for each cancel of an active job until ctx is done.
 	WatchCancels(ctx context.Context, fn func(proto.CancelNotice)) error
 

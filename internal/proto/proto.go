@@ -7,9 +7,11 @@
 package proto
 
 import (
+	"math"
 	"runtime/debug"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxBatch is the most jobs one script call handles. A script passes a batch's IDs to
@@ -85,6 +87,100 @@ func SetBrokerOf(f func(client any) any) { brokerOf = f }
 
 // BrokerOf returns the worker side of client, a *queue.Client (see package broker).
 func BrokerOf(client any) any { return brokerOf(client) }
+
+// Progress is what a handler last reported of how far its job has got (worker.Progress,
+// or an exec handler's lines on file descriptor 3): a percentage from 0 to 100 and a
+// short message. The worker sends it with a heartbeat (see queue's HeartbeatProgress).
+type Progress struct {
+	Percent int
+	Message string
+}
+
+// MaxProgressMessage is the longest progress message stored, in bytes; a longer one is
+// cut at a UTF-8 boundary. A message over 64 bytes turns the job's hash from Redis's
+// compact listpack encoding into a hashtable (more memory while the job is kept).
+const MaxProgressMessage = 200
+
+// CutProgressMessage returns msg cut to at most MaxProgressMessage bytes, at a UTF-8
+// boundary.
+func CutProgressMessage(msg string) string {
+	if len(msg) <= MaxProgressMessage {
+		return msg
+	}
+	n := MaxProgressMessage
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return msg[:n]
+}
+
+// The metrics history (queue's History, the worker's flushes): each worker adds up what
+// it ran per queue, job type and minute, and flushes it about every 10 s.
+
+// HistBuckets is the number of buckets of the run-time and wait-time histograms. Bucket k
+// holds durations d with 2^((k-1)/2) ms < d <= 2^(k/2) ms: bucket 0 everything up to 1 ms,
+// bucket 1 up to 1.414 ms, bucket 2 up to 2 ms, ..., bucket 47 up to 2^23.5 ms (3 h 53 min),
+// and bucket 48 everything longer. Half-octave buckets: a quantile read as its bucket's
+// upper bound is at most 41% above the true value.
+const HistBuckets = 49
+
+// HistBucket returns the histogram bucket of d.
+func HistBucket(d time.Duration) int {
+	if d <= time.Millisecond {
+		return 0
+	}
+	ms := float64(d) / float64(time.Millisecond)
+	k := int(math.Ceil(2 * math.Log2(ms)))
+	// The bounds are HistUpper's, rounded to the microsecond: float rounding or a
+	// duration between a true bound and its rounding moves k by one at most.
+	k = min(max(k, 0), HistBuckets-1)
+	if k < HistBuckets-1 && d > HistUpper(k) {
+		k++
+	}
+	if k > 0 && d <= HistUpper(k-1) {
+		k--
+	}
+	return k
+}
+
+// HistUpper returns the upper bound of bucket k, rounded to the microsecond; the last
+// bucket, which has none, returns the bound of the one before it.
+func HistUpper(k int) time.Duration {
+	k = min(max(k, 0), HistBuckets-2)
+	return time.Duration(math.Round(math.Pow(2, float64(k)/2)*1000)) * time.Microsecond
+}
+
+// MetricsSample is what one worker saw of one job type on one queue in one minute.
+type MetricsSample struct {
+	Queue, Type string
+	// Minute is the minute (Unix ms / 60,000, by Redis's clock) in which the attempts
+	// ended.
+	Minute int64
+	// Processed counts attempts that ended (done, retry, dead), Failed those that failed.
+	Processed, Failed int64
+	// Run and Wait are histograms (see HistBucket) of the handlers' run time and of the
+	// wait from a job's due time to the claim of the attempt.
+	Run, Wait [HistBuckets]int64
+}
+
+// Add adds o's counts to s.
+func (s *MetricsSample) Add(o *MetricsSample) {
+	s.Processed += o.Processed
+	s.Failed += o.Failed
+	for k := range s.Run {
+		s.Run[k] += o.Run[k]
+		s.Wait[k] += o.Wait[k]
+	}
+}
+
+// Retention of the metrics history: minute buckets 48 hours, hour buckets 30 days. The
+// daily counts are the queue's stats counters (jobs:{q}:stats:processed:<day>, written by
+// the transition scripts themselves), kept StatsRetention.
+const (
+	MetricsMinuteRetention = 48 * time.Hour
+	MetricsHourRetention   = 30 * 24 * time.Hour
+	StatsRetention         = 90 * 24 * time.Hour
+)
 
 // RegistryKeys are the keys of the registry of live processes (`jobs workers`): an index
 // sorted by expiry and one hash per process. They share the hash tag {registry}, so the
