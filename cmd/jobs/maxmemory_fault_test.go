@@ -104,12 +104,12 @@ func TestMaxmemory(t *testing.T) {
 	}
 	// Redis frees a closed connection's buffers when it notices the close; on a loaded
 	// machine the worker's last connections may still count for a moment.
-	r := runCLI("", append(base, "enqueue", "ok")...)
-	for deadline := time.Now().Add(3 * time.Second); r.code != 0 && time.Now().Before(deadline); {
+	again := runCLI("", append(base, "enqueue", "ok")...)
+	for deadline := time.Now().Add(3 * time.Second); again.code != 0 && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond)
-		r = runCLI("", append(base, "enqueue", "ok")...)
+		again = runCLI("", append(base, "enqueue", "ok")...)
 	}
-	if r.code != 0 {
+	if again.code != 0 {
 		mem := rdb.InfoMap(ctx, "memory").Val()["Memory"]
 		var sizes []string
 		for it := rdb.Scan(ctx, 0, "*", 100).Iterator(); it.Next(ctx); {
@@ -118,7 +118,7 @@ func TestMaxmemory(t *testing.T) {
 			}
 		}
 		t.Errorf("enqueue after purging the done jobs = %+v; used_memory %s, dataset %s, keys over 4 KiB: %v",
-			r, mem["used_memory"], mem["used_memory_dataset"], sizes)
+			again, mem["used_memory"], mem["used_memory_dataset"], sizes)
 	}
 	t.Logf("FIGURES maxmemory 2mb noeviction: %d jobs (100-byte payloads) filled it (used_memory %s, maxmemory %s); "+
 		"jobs enqueue then: exit %d, %q; consistency scan clean; a worker ran and acked all %d in %s, 0 retried, 0 dead; "+
