@@ -134,3 +134,30 @@ func (r *run) returned(o outcome) {
 
 // abandon marks a running run whose handler did not return in time.
 func (r *run) abandon() { r.state = abandoned }
+
+// timers is a heap of running runs by checkAt.
+type timers struct {
+	runs  []*run
+	lease time.Duration
+}
+
+func (t *timers) Len() int { return len(t.runs) }
+func (t *timers) Less(i, j int) bool {
+	return t.runs[i].checkAt(t.lease).Before(t.runs[j].checkAt(t.lease))
+}
+func (t *timers) Swap(i, j int) {
+	t.runs[i], t.runs[j] = t.runs[j], t.runs[i]
+	t.runs[i].index, t.runs[j].index = i, j
+}
+func (t *timers) Push(x any) {
+	r := x.(*run)
+	r.index = len(t.runs)
+	t.runs = append(t.runs, r)
+}
+func (t *timers) Pop() any {
+	r := t.runs[len(t.runs)-1]
+	t.runs[len(t.runs)-1] = nil
+	t.runs = t.runs[:len(t.runs)-1]
+	r.index = -1
+	return r
+}

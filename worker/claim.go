@@ -1,0 +1,169 @@
+package worker
+
+// How the loop claims: how many jobs it asks for (the free slots, plus a buffer while
+// handlers are short), the exchange call that acks finished jobs and claims in one round
+// trip, and the placing of claim replies in the order Redis ran the claims.
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/proto"
+)
+
+// room is how many jobs to claim: the free slots, plus the buffer's room while handlers
+// are short, less what is claimed already.
+func (l *loop) room() int {
+	if l.quiet {
+		return 0
+	}
+	n := l.cfg.Concurrency - l.busy - len(l.buffer) - l.reserved - l.held
+	return max(n+l.aheadNow(), 0)
+}
+
+// aheadNow is how many jobs to claim beyond the free slots now: the buffer's size while
+// handlers are short, else none.
+func (l *loop) aheadNow() int {
+	if l.avg < l.aheadUntil {
+		return l.ahead()
+	}
+	return 0
+}
+
+// ahead is the buffer's size while handlers are short: enough jobs that the slots do not
+// run dry during one round trip, and large batches (each call has a fixed cost, in Redis
+// and here), but few enough that a buffered job waits only about a quarter of staleAfter
+// at the average handler time.
+func (l *loop) ahead() int {
+	most := max(l.cfg.Concurrency, aheadMin)
+	if l.avg <= 0 {
+		return most
+	}
+	return int(min(int64(most), int64(l.cfg.Concurrency)*int64(l.staleAfter/4)/int64(l.avg)))
+}
+
+// timed records a handler's duration: a moving average decides whether to claim ahead.
+func (l *loop) timed(took time.Duration) { l.avg += (took - l.avg) / 8 }
+
+// slowed stops claiming ahead (until handlers are timed short again) when a buffered job
+// went stale: the average was too optimistic, as handlers still running are not in it.
+func (l *loop) slowed() { l.avg = max(l.avg, l.aheadUntil) }
+
+// exchange sends, for each queue that has acks waiting or a share of the room, one call
+// that acks and claims (at most two in flight per queue). The room is shared among the
+// queues that may have jobs, by weight: each job goes to a queue drawn with probability
+// weight/total.
+func (l *loop) exchange(now time.Time) {
+	want := 0
+	if !l.stopping {
+		want = l.room()
+		// Claim in batches: while a claim is in flight, wait until half the room is free
+		// before sending another, so each call claims many jobs (Redis's cost per call is
+		// mostly fixed) and the two calls in flight alternate.
+		if l.reserved > 0 && want < (l.cfg.Concurrency+l.aheadNow())/2 {
+			want = 0
+		}
+	}
+	total := 0
+	for _, q := range l.queues {
+		q.share = 0
+		if want > 0 && l.mayClaim(q, now) {
+			total += q.weight
+		}
+	}
+	for range min(want, proto.MaxBatch) {
+		if total == 0 {
+			break
+		}
+		r := rand.N(total)
+		for _, q := range l.queues {
+			if l.mayClaim(q, now) {
+				if r -= q.weight; r < 0 {
+					q.share++
+					break
+				}
+			}
+		}
+	}
+	for _, q := range l.queues {
+		// Acks ride with claims; alone, they go when nothing is in flight on the queue
+		// (the reply of what is in flight sends them at once), or when stopping.
+		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || l.stopping && q.inflight < 2)
+		if q.inflight < 2 && !now.Before(q.retryAt) && (q.share > 0 || acksAlone) {
+			l.sendExchange(q, q.share, now)
+		}
+	}
+}
+
+// mayClaim reports whether an exchange may claim from q now: at most two claims in
+// flight per queue, so one runs in Redis while the other's reply is unpacked here, or
+// one for a worker of concurrency 1, whose jobs then start exactly in queue order (two
+// claims in flight may run in either order in Redis).
+func (l *loop) mayClaim(q *queueState, now time.Time) bool {
+	most := 2
+	if l.cfg.Concurrency == 1 {
+		most = 1
+	}
+	return !q.dry && q.inflight < 2 && q.claiming < most && !now.Before(q.retryAt)
+}
+
+// placeHeld places the claim replies of q in the order their calls were sent, each only
+// once every earlier call on q has replied, and the jobs of the replies placed together in
+// the order Redis claimed them (two calls in flight may run in either order): jobs of a
+// queue start in the order they left its ready list.
+func (l *loop) placeHeld(q *queueState, now time.Time) {
+	var got []*run
+	for {
+		rep, ok := q.replies[q.placed+1]
+		if !ok {
+			break
+		}
+		delete(q.replies, q.placed+1)
+		q.placed++
+		for _, j := range rep.jobs {
+			got = append(got, &run{job: j, q: q, state: claimed, renewed: rep.sent, claimed: rep.sent, index: -1})
+		}
+	}
+	l.held -= len(got)
+	slices.SortStableFunc(got, func(a, b *run) int { return a.job.StartedAt.Compare(b.job.StartedAt) })
+	var back []*run
+	for _, r := range got {
+		l.runs[r.job.Lease] = r
+		switch {
+		case l.stopping || l.quiet || now.Sub(r.renewed) >= l.staleAfter:
+			// Held back behind a slow reply, its lease unrenewed for too long: another
+			// worker may take it over before it could end here. (Or this worker is to
+			// run nothing new.)
+			back = append(back, r)
+		case len(l.idle) > 0:
+			s := l.idle[len(l.idle)-1]
+			l.idle = l.idle[:len(l.idle)-1]
+			l.start(r, s, now)
+		default:
+			r.state = buffered
+			if len(l.buffer) == 0 || r.renewed.Before(l.oldest) {
+				l.oldest = r.renewed
+			}
+			l.buffer = insertByClaim(l.buffer, r)
+		}
+	}
+	if len(back) > 0 {
+		l.handBack(back)
+	}
+}
+
+// insertByClaim adds r to the buffer after the runs of its queue that Redis claimed
+// before it: a claim that ran in Redis after another may reply first.
+func insertByClaim(buffer []*run, r *run) []*run {
+	i := len(buffer)
+	for k := len(buffer) - 1; k >= 0; k-- {
+		if b := buffer[k]; b.q == r.q {
+			if !b.job.StartedAt.After(r.job.StartedAt) {
+				break
+			}
+			i = k
+		}
+	}
+	return slices.Insert(buffer, i, r)
+}
