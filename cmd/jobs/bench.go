@@ -28,6 +28,7 @@ func benchCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "concurrency", Value: bench.DefaultConcurrency, Usage: "enqueuing goroutines, or worker concurrency"},
 			&cli.IntFlag{Name: "payload", Value: 100, Usage: "payload bytes per job"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object"},
+			&cli.BoolFlag{Name: "history", Value: true, Usage: "keep the worker's metrics history (--history=false: measure its cost; --events 0 turns the events off)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -46,6 +47,7 @@ func benchCommand(e *env) *cli.Command {
 			rec, err := bench.Run(c.Context, broker.Of(client).Redis(), c.String("prefix"), bench.Options{
 				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
 				Payload: c.Int("payload"), Progress: progress, Events: events,
+				NoHistory: !c.Bool("history"),
 			})
 			if errors.Is(err, bench.ErrInvalid) {
 				return usagef("%v", err)

@@ -77,6 +77,9 @@ type Options struct {
 	// Events is the run's queue.Config.Events: 0 the default (events on), negative off,
 	// so the cost of the event stream can be measured.
 	Events int
+	// NoHistory turns the worker's metrics history off (worker.Config.HistoryInterval
+	// negative), so its cost can be measured.
+	NoHistory bool
 }
 
 // Record is the result of one run: one JSON line of the benchmark contract (DESIGN.md).

@@ -38,11 +38,16 @@ func (b *bench) startWorker(ctx context.Context, concurrency, target int, ids []
 	fn func(i int, job *queue.Job, start time.Time)) (*runner, error) {
 	r := &runner{b: b, fn: fn, result: make(chan error, 1), reached: make(chan struct{}),
 		warm: make(chan struct{}), target: target, ids: ids}
+	var history time.Duration // the default
+	if b.o.NoHistory {
+		history = -1
+	}
 	w, err := worker.New(b.client, worker.Config{
-		Handler:     worker.HandlerFunc(r.process),
-		Queues:      map[string]int{b.queue: 1},
-		Concurrency: concurrency,
-		Logger:      slog.New(errorsOnly{slog.Default().Handler()}),
+		Handler:         worker.HandlerFunc(r.process),
+		Queues:          map[string]int{b.queue: 1},
+		Concurrency:     concurrency,
+		Logger:          slog.New(errorsOnly{slog.Default().Handler()}),
+		HistoryInterval: history,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
