@@ -52,12 +52,25 @@ type Event struct {
 	Error   string // one line of at most 200 bytes: the failure, the postpone reason
 	At      time.Time
 	// Cursor is where a reader stands after this event: pass it to [Client.Events] to
-	// resume right after it, losing nothing the stream still holds. Reading one queue it
-	// is the entry's ID ("1733380000123-0"); reading several, every queue's position
-	// ("default=1733380000123-0,emails=1733380000099-3").
+	// resume right after it, losing nothing the stream still holds and repeating nothing.
+	// A stream entry holds the events of one call (a worker's acks and claims of one
+	// round trip, a batch enqueue): after the entry's last event the cursor is the entry's
+	// ID ("1733380000123-0"); after an earlier one, the ID and how many of its events were
+	// read ("1733380000123-0/3": the first 3). Reading several queues, it is every queue's
+	// position ("default=1733380000123-0/3,emails=1733380000099-3").
 	Cursor string
 
-	sid streamID // the entry's ID in its queue's stream
+	sid  streamID // the entry's ID in its queue's stream
+	idx  int      // the event's place in its entry: 0 for the first
+	last bool     // the entry's last event
+}
+
+// position is where a reader stands after e.
+func (e Event) position() position {
+	if e.last {
+		return position{id: e.sid, checked: true}
+	}
+	return position{id: e.sid, read: e.idx + 1, checked: true}
 }
 
 // eventJSON is `jobs tail --json`'s line.
@@ -107,10 +120,12 @@ func (e *GapError) Unwrap() error { return ErrEventsGap }
 // where queues live on different nodes, it reads each queue on its own node at once.
 //
 // from is a cursor: "" or "$" for new events only; "0" for everything the streams still
-// hold; an Event.Cursor or an entry ID ("1733380000123-0") to resume right after it; or
-// a time in Unix milliseconds ("1733380000123") for the events from then on, whatever
-// the streams still hold of them (no gap is reported before the first). A queue that a
-// several-queue cursor does not name starts with new events.
+// hold; an Event.Cursor or an entry ID ("1733380000123-0") to resume right after it (an
+// entry ID with "/k", k >= 1, as Event.Cursor has inside an entry: after its first k
+// events); or a time in Unix milliseconds ("1733380000123") for the events from then
+// on, whatever the streams still hold of them (no gap is reported before the first). A
+// queue that a several-queue cursor does not name starts with new events. A malformed
+// cursor is an error wrapping ErrInvalid (see [ValidateCursor]).
 //
 // The sequence ends with one error: ctx's when it ends, a Redis error, or a *GapError
 // (errors.Is ErrEventsGap) when Redis dropped events this reader had not read yet: a
@@ -154,7 +169,7 @@ func (c *Client) Events(ctx context.Context, queues []string, from string) iter.
 				return
 			}
 			for _, e := range r.events {
-				cur.pos[e.Queue] = position{id: e.sid, checked: true}
+				cur.pos[e.Queue] = e.position()
 				e.Cursor = cur.String()
 				if !yield(e, nil) {
 					return
@@ -164,12 +179,22 @@ func (c *Client) Events(ctx context.Context, queues []string, from string) iter.
 	}
 }
 
-// position is where a reader stands in one queue's stream: after id. checked: a stream
-// whose oldest entry is past id has lost events this reader wanted (see gapAfter); false
-// only for "0", which asks for whatever the stream holds.
+// position is where a reader stands in one queue's stream: after entry id, or, when read
+// > 0, inside it, after its first read events (an entry holds one call's events). checked:
+// a stream whose oldest entry is past id has lost events this reader wanted (see
+// gapAfter); false only for "0", which asks for whatever the stream holds.
 type position struct {
 	id      streamID
+	read    int
 	checked bool
+}
+
+// String is the position as a cursor shows it: "ms-seq", or "ms-seq/k" inside an entry.
+func (p position) String() string {
+	if p.read > 0 {
+		return p.id.String() + "/" + strconv.Itoa(p.read)
+	}
+	return p.id.String()
 }
 
 // cursor is every followed queue's position, in queue order.
@@ -181,44 +206,87 @@ type cursor struct {
 // String is the cursor as Event.Cursor shows it.
 func (c cursor) String() string {
 	if len(c.queues) == 1 {
-		return c.pos[c.queues[0]].id.String()
+		return c.pos[c.queues[0]].String()
 	}
 	parts := make([]string, len(c.queues))
 	for i, q := range c.queues {
-		parts[i] = q + "=" + c.pos[q].id.String()
+		parts[i] = q + "=" + c.pos[q].String()
 	}
 	return strings.Join(parts, ",")
 }
 
-// startCursor resolves from (see Events) into a position for each queue.
-func (c *Client) startCursor(ctx context.Context, queues []string, from string) (cursor, error) {
-	named := map[string]streamID{} // from a several-queue cursor
-	var all *streamID              // from a single ID
-	unchecked := false             // "0" or a time: no gap check before the first event
+// ValidateCursor reports whether from is a cursor [Client.Events] takes, without reading
+// Redis: "", "$", "0", an entry ID ("1733380000123-0"), an entry ID inside which to
+// resume ("1733380000123-0/3": after its first 3 events), a time in Unix milliseconds,
+// or queue=position pairs separated by commas, as Event.Cursor. The error wraps
+// ErrInvalid.
+func ValidateCursor(from string) error {
+	_, _, err := parseCursor(from)
+	return err
+}
+
+// parseCursor reads a cursor (see Events): the positions a several-queue cursor names, or
+// the one position of every queue (nil: new events only).
+func parseCursor(from string) (named map[string]position, all *position, err error) {
+	named = map[string]position{}
 	switch from = strings.TrimSpace(from); {
 	case from == "" || from == "$":
 	case from == "0" || from == "0-0":
-		all, unchecked = &streamID{}, true
+		all = &position{} // no gap check before the first event
 	case strings.Contains(from, "="):
 		for _, part := range strings.Split(from, ",") {
 			q, id, _ := strings.Cut(part, "=")
-			sid, ok := parseStreamID(id)
+			p, ok := parsePosition(id)
 			if err := ValidateQueue(q); err != nil || !ok {
-				return cursor{}, invalid("cursor %q: want queue=ID,queue=ID,... (as Event.Cursor)", from)
+				return nil, nil, invalid("cursor %q: want queue=ID,queue=ID,... (as Event.Cursor; an ID may end in /k, k >= 1)", from)
 			}
-			named[q] = sid
+			named[q] = p
 		}
-	default:
+	case !strings.ContainsAny(from, "-/"):
+		// A time, not a position: the events from that millisecond on, whatever the
+		// streams still hold of them.
 		sid, ok := parseStreamID(from)
 		if !ok {
-			return cursor{}, invalid("cursor %q: want \"$\", \"0\", an entry ID such as 1733380000123-0, or an event's cursor", from)
+			return nil, nil, invalid("cursor %q: want \"$\", \"0\", an entry ID such as 1733380000123-0, or an event's cursor", from)
 		}
-		if !strings.Contains(from, "-") {
-			// A time, not a position: the events from that millisecond on, whatever the
-			// streams still hold of them.
-			sid, unchecked = streamID{sid.ms, 0}.prev(), true
+		all = &position{id: streamID{sid.ms, 0}.prev()}
+	default:
+		p, ok := parsePosition(from)
+		if !ok {
+			return nil, nil, invalid("cursor %q: want \"$\", \"0\", an entry ID such as 1733380000123-0, or an event's cursor (1733380000123-0/3: after the entry's first 3 events)", from)
 		}
-		all = &sid
+		all = &p
+	}
+	return named, all, nil
+}
+
+// parsePosition reads a position of a cursor: "ms-seq" (or "ms", as ms-0), or "ms-seq/k"
+// with k >= 1. checked is set: a reader resuming from a position wants to know of a gap.
+func parsePosition(s string) (position, bool) {
+	idPart, readPart, inside := strings.Cut(s, "/")
+	if inside && !strings.Contains(idPart, "-") {
+		return position{}, false
+	}
+	sid, ok := parseStreamID(idPart)
+	if !ok {
+		return position{}, false
+	}
+	p := position{id: sid, checked: true}
+	if inside {
+		k, err := strconv.Atoi(readPart)
+		if err != nil || k < 1 || strconv.Itoa(k) != readPart {
+			return position{}, false
+		}
+		p.read = k
+	}
+	return p, true
+}
+
+// startCursor resolves from (see Events) into a position for each queue.
+func (c *Client) startCursor(ctx context.Context, queues []string, from string) (cursor, error) {
+	named, all, err := parseCursor(from)
+	if err != nil {
+		return cursor{}, err
 	}
 	if len(queues) == 0 && len(named) > 0 {
 		for q := range named {
@@ -243,11 +311,11 @@ func (c *Client) startCursor(ctx context.Context, queues []string, from string) 
 		if err := ValidateQueue(q); err != nil {
 			return cursor{}, err
 		}
-		switch sid, ok := named[q]; {
+		switch p, ok := named[q]; {
 		case ok:
-			cur.pos[q] = position{id: sid, checked: true}
+			cur.pos[q] = p
 		case all != nil:
-			cur.pos[q] = position{id: *all, checked: !unchecked}
+			cur.pos[q] = *all
 		default:
 			latest = append(latest, q)
 		}
@@ -339,13 +407,14 @@ func shortError(reason string) string {
 	return s[:cut] + "..."
 }
 
-// eventSafe replaces the tabs in a worker ID, which the scripts write between the values
-// of an event (see decodeEvent): generated worker IDs have none, so this costs a scan.
+// eventSafe replaces the tabs and newlines in a worker ID, which the scripts write between
+// the values and the events of an entry (see decodeEntry): generated worker IDs have none,
+// so this costs a scan.
 func eventSafe(worker string) string {
-	if !strings.Contains(worker, "\t") {
+	if !strings.ContainsAny(worker, "\t\n") {
 		return worker
 	}
-	return strings.ReplaceAll(worker, "\t", " ")
+	return strings.NewReplacer("\t", " ", "\n", " ").Replace(worker)
 }
 
 // eventsMax is the scripts' events_max argument: 0 writes no events.

@@ -182,8 +182,13 @@ func TestEventsResumeFromCursorAndGap(t *testing.T) {
 		}
 	}
 
-	// 1000 more: far past what the stream keeps (about 50, in nodes of 100).
-	enqueue(1000)
+	// 300 more entries (one job per call, one entry each): far past what the stream keeps
+	// (about 50 entries, in nodes of 100).
+	for range 300 {
+		if _, err := c.Enqueue(ctx, "t", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var gap *GapError
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -11,8 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// eventsBatch is the most entries one read takes from each stream.
-const eventsBatch = 500
+// eventsBatch is the most entries one read takes from each stream. An entry holds one
+// call's events: one for a single job's transition, up to a batch's (a worker's acks and
+// claims of one round trip, at most 2000), so a read stays bounded.
+const eventsBatch = 100
 
 // eventsBlock is how long one blocking read waits for a new event before it is sent
 // again. It bounds how long a reader goroutine outlives the Events loop that stopped
@@ -80,17 +82,23 @@ func (c *Client) follow(ctx context.Context, queues []string, pos map[string]pos
 }
 
 // readEventsOnce reads up to eventsBatch entries of each stream after pos, atomically
-// with each stream's XINFO, and advances pos. full: some stream had more to read.
+// with each stream's XINFO, and advances pos to the last entry read. A position inside
+// an entry (a cursor "ID/k") first reads the rest of that entry (XRANGE ID ID) in the
+// same MULTI. full: some stream had more to read.
 func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[string]position) (readOut, bool) {
 	keyOf := make(map[string]string, len(queues))
 	streams := make([]string, 0, 2*len(queues))
 	infos := make([]*redis.XInfoStreamCmd, len(queues))
+	rests := make([]*redis.XMessageSliceCmd, len(queues))
 	pipe := c.rdb.TxPipeline()
 	for i, q := range queues {
 		k := c.keys.queue(q).events
 		keyOf[k] = q
 		streams = append(streams, k)
 		infos[i] = pipe.XInfoStream(ctx, k)
+		if p := pos[q]; p.read > 0 {
+			rests[i] = pipe.XRange(ctx, k, p.id.String(), p.id.String())
+		}
 	}
 	for _, q := range queues {
 		streams = append(streams, pos[q].id.String())
@@ -109,25 +117,51 @@ func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[st
 			return readOut{gap: &GapError{Queue: q, First: first.String()}, gapFirst: first}, false
 		}
 	}
+	// The rest of each entry a position is inside: its events after the first p.read.
+	rest := map[string][]Event{}
+	for i, q := range queues {
+		if rests[i] == nil {
+			continue
+		}
+		msgs, err := rests[i].Result()
+		if err != nil {
+			return readOut{err: fmt.Errorf("read events of %s: %w", q, err)}, false
+		}
+		p := pos[q]
+		for _, m := range msgs {
+			evs := decodeEntry(q, m)
+			for _, e := range evs {
+				if e.idx >= p.read {
+					rest[q] = append(rest[q], e)
+				}
+			}
+		}
+		pos[q] = position{id: p.id, checked: true}
+	}
 	res, err := read.Result()
 	if errors.Is(err, redis.Nil) {
-		return readOut{}, false
+		err, res = nil, nil
 	}
 	if err != nil {
 		return readOut{err: fmt.Errorf("read events of %s: %w", strings.Join(queues, ", "), err)}, false
 	}
 	var r readOut
 	full := false
+	got := map[string][]redis.XMessage{}
 	for _, s := range res {
 		q := keyOf[s.Stream]
 		full = full || len(s.Messages) >= eventsBatch
-		for _, m := range s.Messages {
-			e, ok := decodeEvent(q, m)
+		got[q] = s.Messages
+	}
+	for _, q := range queues {
+		r.events = append(r.events, rest[q]...)
+		for _, m := range got[q] {
+			sid, ok := parseStreamID(m.ID)
 			if !ok {
 				continue
 			}
-			pos[q] = position{id: e.sid, checked: true}
-			r.events = append(r.events, e)
+			pos[q] = position{id: sid, checked: true}
+			r.events = append(r.events, decodeEntry(q, m)...)
 		}
 	}
 	return r, full
@@ -139,6 +173,9 @@ func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[st
 // exceeds its length; an older Redis does not say, so it counts as dropped). A reader
 // whose last entry alone was trimmed, the next one kept, reads as a gap too: Redis keeps
 // no trace of what it dropped, so the rare false alarm is the price of never a silent loss.
+//
+// A position inside an entry (p.read > 0) has not read all of p.id yet: p.id itself trimmed
+// is a gap too.
 func gapAfter(p position, info *redis.XInfoStream) (streamID, bool) {
 	if !p.checked || info.Length == 0 {
 		return streamID{}, false
@@ -148,7 +185,7 @@ func gapAfter(p position, info *redis.XInfoStream) (streamID, bool) {
 		firstID = info.RecordedFirstEntryID
 	}
 	first, ok := parseStreamID(firstID)
-	if !ok || first.compare(p.id) <= 0 || first == p.id.next() {
+	if !ok || first.compare(p.id) <= 0 || (p.read == 0 && first == p.id.next()) {
 		return streamID{}, false
 	}
 	if info.EntriesAdded > 0 && info.EntriesAdded <= info.Length {
@@ -190,20 +227,32 @@ func isNoSuchKey(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such key")
 }
 
-// decodeEvent builds an Event from a stream entry written by the scripts' event function:
-// one field, event, holding name, id, type, attempt, worker and error separated by tabs
-// (the error last: it is the one value that may hold a tab).
-func decodeEvent(queue string, m redis.XMessage) (Event, bool) {
+// decodeEntry builds the events of a stream entry written by the scripts (lib.lua's event
+// and write_events): one field, event, holding one line per event of the call that wrote
+// it, separated by newlines; each line holds name, id, type, attempt, worker and error
+// separated by tabs (the error last: it is the one value that may hold a tab). Each event
+// knows its place in the entry, which its cursor carries. A line that does not parse is
+// skipped, keeping the places of the others.
+func decodeEntry(queue string, m redis.XMessage) []Event {
 	sid, ok := parseStreamID(m.ID)
 	if !ok {
-		return Event{}, false
+		return nil
 	}
 	v, _ := m.Values["event"].(string)
-	f := strings.SplitN(v, "\t", 6)
-	if len(f) != 6 {
-		return Event{}, false
+	lines := strings.Split(v, "\n")
+	out := make([]Event, 0, len(lines))
+	at := time.UnixMilli(int64(sid.ms))
+	for i, line := range lines {
+		f := strings.SplitN(line, "\t", 6)
+		if len(f) != 6 {
+			continue
+		}
+		attempt, _ := strconv.Atoi(f[3])
+		out = append(out, Event{Queue: queue, Name: EventName(f[0]), ID: f[1], Type: f[2], Attempt: attempt,
+			Worker: f[4], Error: f[5], At: at, sid: sid, idx: i})
 	}
-	attempt, _ := strconv.Atoi(f[3])
-	return Event{Queue: queue, Name: EventName(f[0]), ID: f[1], Type: f[2], Attempt: attempt,
-		Worker: f[4], Error: f[5], At: time.UnixMilli(int64(sid.ms)), sid: sid}, true
+	if len(out) > 0 {
+		out[len(out)-1].last = true
+	}
+	return out
 }

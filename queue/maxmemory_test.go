@@ -70,8 +70,20 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 			t.Fatalf("Fail on a full Redis = %s, %v; want retry", st, err)
 		}
 	}
-	if n := added() - before; n != 40 {
-		t.Errorf("a full Redis took %d events for 20 claims, 10 acks and 10 fails, want 40", n)
+	// One entry per call: the claim's 20 events in one, each ack's and fail's in its own.
+	if n := added() - before; n != 21 {
+		t.Errorf("a full Redis took %d entries for 1 claim of 20, 10 acks and 10 fails, want 21", n)
+	}
+	last, err := c.rdb.XRevRangeN(ctx, c.keys.queue("default").events, "+", "-", 21).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for _, m := range last {
+		events += len(decodeEntry("default", m))
+	}
+	if events != 40 {
+		t.Errorf("a full Redis took %d events for 20 claims, 10 acks and 10 fails, want 40", events)
 	}
 	stats, err := c.Stats(ctx)
 	if err != nil || len(stats) != 1 {

@@ -4,15 +4,16 @@
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:done        ZSET  job ID -> finished_at (ms), trimmed by age and count
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
--- KEYS[4]  jobs:{q}:events      STREAM one entry per job: done, or dead (cancelled)
+-- KEYS[4]  jobs:{q}:events      STREAM one entry per call that settled a job: a line per job,
+--                               done, or dead (cancelled)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
 -- ARGV[4]  done_max             and at most this many (the oldest go first)
 -- ARGV[5]  dead_retention_ms    a cancelled job's hash expires this long after it died
 -- ARGV[6]  dead_max             the dead set keeps at most this many jobs
--- ARGV[7]  events_max           the events stream keeps about this many entries (<= 0: no
---                               events written)
+-- ARGV[7]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: no events written)
 -- ARGV[8+3k .. 10+3k]           id, lease token, result: one group per job (<= 1000)
 -- Returns  one integer per job: 1 done; 2 done already, by this same lease (a resent ack:
 --          nothing changed); 3 cancelled by an operator, so dead instead (a resent ack
@@ -23,13 +24,13 @@
 --          lease expired and whose job was claimed again cannot overwrite the new run;
 --          a job with the cancel flag never ends done. A unique job's key is released
 --          (see enqueue.lua) unless it asked to keep it. The first write is the ZREM from
---          active (see ack_jobs in lib.lua): acks go through on a full Redis; each job's
---          event is written in the same call, after it, so an event exists exactly for
---          each ack that committed.
+--          active (see ack_jobs in lib.lua): acks go through on a full Redis; the call's
+--          events are written in the same call, after it (one entry), so an event exists
+--          exactly for each ack that committed.
 
-local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], events = KEYS[4], prefix = ARGV[1],
-  stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
-  dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6]), maxlen = tonumber(ARGV[7])}
+local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], ev = event_buf(KEYS[4], tonumber(ARGV[7])),
+  prefix = ARGV[1], stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
+  dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6])}
 local out = ack_jobs(k, now_ms(), ARGV, 8)
-if #out > 0 then trim_events(k.events, k.maxlen) end
+write_events(k.ev)
 return out

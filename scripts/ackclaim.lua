@@ -8,8 +8,9 @@
 -- KEYS[3]  jobs:{q}:ready       LIST  job IDs ready to run (RPOP: oldest first)
 -- KEYS[4]  jobs:{q}:paused      STRING present while the queue is paused
 -- KEYS[5]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
--- KEYS[6]  jobs:{q}:events      STREAM one entry per acked job (done, or dead when cancelled)
---                                and one per claimed job (started)
+-- KEYS[6]  jobs:{q}:events      STREAM one entry per call that settled or claimed a job: a
+--                               line per acked job (done, or dead when cancelled), then one
+--                               per claimed job (started), in that order
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
@@ -20,8 +21,8 @@
 -- ARGV[8]  token prefix         unique per call; a lease token is token prefix .. ":" .. k
 -- ARGV[9]  dead_retention_ms    a cancelled job's hash expires this long after it died
 -- ARGV[10] dead_max             the dead set keeps at most this many jobs
--- ARGV[11] events_max           the events stream keeps about this many entries (<= 0: no
---                               events written)
+-- ARGV[11] events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: no events written)
 -- ARGV[12+3k .. 14+3k]          id, lease token, result: one group per job to ack (<= 1000)
 -- Returns  {acks, now, job, job, ...}: acks has one integer per acked job, as ack.lua's
 --          (1 done, 2 done already by this lease, 3 cancelled: dead, 0 lease lost); now
@@ -31,18 +32,19 @@
 -- Invariant as ack.lua and claim.lua: only the holder of a job's current lease token can
 --          finish it, and a claimed job's new token is known only to its claimer. The acks
 --          come first, so the first write is their ZREM from active and they go through on
---          a full Redis (maxmemory, noeviction); the events (XADD, deny-oom) come after
---          that first write, so they never make the call fail where it succeeded without.
+--          a full Redis (maxmemory, noeviction); the events (one XADD, deny-oom) come
+--          after that first write, so they never make the call fail where it succeeded
+--          without.
 
 local us, now = now_us()
 local active, prefix = KEYS[1], ARGV[1]
-local k = {active = active, done = KEYS[2], dead = KEYS[5], events = KEYS[6], prefix = prefix,
-  stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
-  dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), maxlen = tonumber(ARGV[11])}
+local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[6], tonumber(ARGV[11])),
+  prefix = prefix, stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
+  dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10])}
 local acks = ack_jobs(k, now, ARGV, 12)
 local out = claim_jobs(KEYS[3], active, KEYS[4], prefix, tonumber(ARGV[5]), tonumber(ARGV[6]),
-  ARGV[7], ARGV[8], now, k.events, k.maxlen)
-if #acks > 0 or #out > 0 then trim_events(k.events, k.maxlen) end
+  ARGV[7], ARGV[8], now, k.ev)
+write_events(k.ev)
 table.insert(out, 1, us)
 table.insert(out, 1, acks)
 return out

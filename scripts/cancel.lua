@@ -17,7 +17,8 @@
 -- ARGV[5]  cancel channel       "jobs:cancel": a pub/sub channel, not a key (no slot; on a
 --                               cluster a PUBLISH reaches subscribers on every node)
 -- ARGV[6]  queue                the queue's name, "q"
--- ARGV[7]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[7]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: none)
 -- Returns  "dead" (cancelled), "cancelling" (active: its worker will stop it; a notice
 --          "<queue> <id>" was published on the channel, again on each repeated cancel),
 --          "not:done" / "not:dead" (already finished), or "missing".
@@ -27,6 +28,7 @@
 local scheduled, retry, ready, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, retention, dead_max, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local events, maxlen = KEYS[5], tonumber(ARGV[7])
+local ev = event_buf(events, maxlen)
 local key = prefix .. id
 local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'cancel')
 local state = job[1]
@@ -37,8 +39,8 @@ if state == 'active' then
   -- event: the job's state did not change.
   if not job[4] then
     redis.call('HSET', key, 'cancel', 1)
-    event(events, maxlen, 'cancelled', id, job[2], job[3], '', '')
-    trim_events(events, maxlen)
+    event(ev, 'cancelled', id, job[2], job[3], '', '')
+    write_events(ev)
   end
   -- Queue names have no space (ValidateQueue), so the first space ends the queue.
   redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. id)
@@ -53,6 +55,6 @@ else
 end
 redis.call('HSET', key, 'last_error', 'cancelled by operator')
 to_dead(dead, prefix, id, now_ms(), retention, dead_max)
-event(events, maxlen, 'cancelled', id, job[2], job[3], '', 'cancelled by operator')
-trim_events(events, maxlen)
+event(ev, 'cancelled', id, job[2], job[3], '', 'cancelled by operator')
+write_events(ev)
 return 'dead'

@@ -3,12 +3,14 @@
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (LPUSH here, workers RPOP)
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
--- KEYS[4]  jobs:{q}:events      STREAM one entry per job written: enqueued (ready) or scheduled
+-- KEYS[4]  jobs:{q}:events      STREAM one entry per call that wrote jobs: a line per job
+--                               written, enqueued (ready) or scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2]  call nonce           unique per call ("" when every ID is fresh), kept in the
 --                               hash of a job with a caller-chosen ID ('enq'), so that this
 --                               very call, resent, knows its own job from another's
--- ARGV[3]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[3]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: none)
 -- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
 --          costs two arguments), each an 11-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
@@ -154,12 +156,13 @@ if type(r) == 'table' and r.err then
   return r
 end
 -- One event per job written, after the writes above: the script has changed something by
--- now, so a full Redis cannot refuse the XADDs (it refused the LPUSH or ZADD already).
--- The first is checked (a key of the wrong type), the rest cannot fail once it passed.
+-- now, so a full Redis cannot refuse the XADD (it refused the LPUSH or ZADD already). All
+-- of the call's events are one entry (lib.lua's event_buf), added by one XADD, which is
+-- checked (a key of the wrong type) so that the call can be undone.
 if maxlen > 0 and (n_ready > 0 or due) then
   local tokens = math.min(n_ready, 64)
   if due then tokens = tokens + 1 end
-  local first = true
+  local ev = event_buf(events, maxlen)
   k = 0
   i = 4
   while i <= nargs do
@@ -173,25 +176,17 @@ if maxlen > 0 and (n_ready > 0 or due) then
     local j = i + 11
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
-      if codes[k] == '1' then
-        -- lib.lua's event format, inline: enqueue needs the first XADD checked.
-        local v = name .. '\t' .. ARGV[j] .. '\t' .. typ .. '\t0\t\t'
-        if first then
-          local e = redis.pcall('XADD', events, '*', 'event', v)
-          if type(e) == 'table' and e.err then
-            undo(tokens)
-            return e
-          end
-          first = false
-        else
-          redis.call('XADD', events, '*', 'event', v)
-        end
-      end
+      if codes[k] == '1' then event(ev, name, ARGV[j], typ, 0, '', '') end
       j = j + step
     end
     i = j
   end
-  trim_events(events, maxlen)
+  local e = redis.pcall('XADD', events, '*', 'event', table.concat(ev, '\n', 1, ev.n))
+  if type(e) == 'table' and e.err then
+    undo(tokens)
+    return e
+  end
+  redis.call('XTRIM', events, 'MAXLEN', '~', maxlen)
 end
 -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
 -- enqueue seldom pays for the trim.

@@ -5,12 +5,14 @@
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at
--- KEYS[5]  jobs:{q}:events      STREAM one entry per failed job: retry or dead
+-- KEYS[5]  jobs:{q}:events      STREAM one entry per call that failed jobs: a line per job,
+--                               retry or dead
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[4]  dead_max             the dead set keeps at most this many jobs (oldest go first)
--- ARGV[5]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[5]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: none)
 -- ARGV[6+5k .. 10+5k]           id, lease token, error text, retry_in_ms (-1: skip retries),
 --                               short error (one line of at most 200 bytes, for the event and
 --                               the attempt history): one group per job
@@ -26,6 +28,7 @@
 local active, retry, dead, wakes, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, stats = ARGV[1], ARGV[2]
 local retention, dead_max, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local ev = event_buf(events, maxlen)
 local now = now_ms()
 local out, retries = {}, 0
 local failed = 0
@@ -54,12 +57,12 @@ for i = 6, #ARGV, 5 do
     else
       to_dead(dead, prefix, id, now, retention, dead_max, ended_lease('dead', ARGV[i + 1]))
     end
-    event(events, maxlen, outcome, id, job[4], job[1], job[5], short)
+    event(ev, outcome, id, job[4], job[1], job[5], short)
     table.insert(out, outcome)
   end
 end
 wake(wakes, math.min(retries, 1), 's')
-trim_events(events, maxlen)
+write_events(ev)
 count(stats, 'processed', now, failed)
 count(stats, 'failed', now, failed)
 return out

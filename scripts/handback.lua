@@ -9,7 +9,8 @@
 -- KEYS[3]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  wake tokens: 'r' per job made ready, one 's' if delayed
 -- KEYS[5]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
--- KEYS[6]  jobs:{q}:events      STREAM one entry per job: handed_back, postponed (a postpone,
+-- KEYS[6]  jobs:{q}:events      STREAM one entry per call that changed jobs: a line per job,
+--                               handed_back, postponed (a postpone,
 --                               with its reason as the error), or dead (cancelled)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  delay_ms             0: ready at once; > 0: scheduled that long from now
@@ -18,7 +19,8 @@
 -- ARGV[5]  postpone             "1": a postpone (delay_ms > 0): the hash's postponed
 --                               counter goes up by one; "": a plain hand back
 -- ARGV[6]  reason               stored as last_error when not empty (postpone only)
--- ARGV[7]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[7]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: none)
 -- ARGV[8+2k], ARGV[9+2k]        id, lease token: one pair per job
 -- Returns  one integer per job: 1 handed back, 3 cancelled by an operator so dead
 --          instead, 0 lease lost (nothing changed). A hand back resent after its reply
@@ -35,6 +37,7 @@ local prefix, delay = ARGV[1], tonumber(ARGV[2])
 local dead_retention, dead_max = tonumber(ARGV[3]), tonumber(ARGV[4])
 local postpone, reason = ARGV[5] == '1', ARGV[6]
 local maxlen = tonumber(ARGV[7])
+local ev = event_buf(events, maxlen)
 local now = nil
 local out, n = {}, 0
 for i = 8, #ARGV, 2 do
@@ -57,7 +60,7 @@ for i = 8, #ARGV, 2 do
     if job[2] then
       redis.call('HSET', key, 'last_error', 'cancelled by operator')
       to_dead(dead, prefix, id, now, dead_retention, dead_max, ended_lease('cancelled', ARGV[i + 1]))
-      event(events, maxlen, 'dead', id, job[3], job[4], job[5], 'cancelled by operator')
+      event(ev, 'dead', id, job[3], job[4], job[5], 'cancelled by operator')
       table.insert(out, 3)
     else
       local ended = ended_lease('back', ARGV[i + 1])
@@ -75,9 +78,9 @@ for i = 8, #ARGV, 2 do
       end
       -- The attempt in the event is the one given back (the hash's is one less now).
       if postpone then
-        event(events, maxlen, 'postponed', id, job[3], job[4], job[5], reason)
+        event(ev, 'postponed', id, job[3], job[4], job[5], reason)
       else
-        event(events, maxlen, 'handed_back', id, job[3], job[4], job[5], '')
+        event(ev, 'handed_back', id, job[3], job[4], job[5], '')
       end
       n = n + 1
       table.insert(out, 1)
@@ -85,5 +88,5 @@ for i = 8, #ARGV, 2 do
   end
 end
 if delay > 0 then wake(wakes, math.min(n, 1), 's') else wake(wakes, n, 'r') end
-trim_events(events, maxlen)
+write_events(ev)
 return out

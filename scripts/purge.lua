@@ -16,7 +16,8 @@
 --                               highest score when the purge began, so jobs that enter the
 --                               set meanwhile, e.g. a poison job dying again, are spared
 --                               and the purge ends); "+inf" for no bound. Ignored for ready.
--- ARGV[5]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[5]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: none)
 -- Returns  the number of jobs deleted.
 -- Clock    none.
 -- Invariant only the given index and its jobs' hashes (and unique keys) are touched; active
@@ -38,7 +39,8 @@ for _, id in ipairs(ids) do
   end
 end
 if #ids > 0 then
-  event(KEYS[2], tonumber(ARGV[5]), 'purged', '', '', 0, '', 'deleted ' .. #ids .. ' ' .. state .. ' jobs')
-  trim_events(KEYS[2], tonumber(ARGV[5]))
+  local ev = event_buf(KEYS[2], tonumber(ARGV[5]))
+  event(ev, 'purged', '', '', 0, '', 'deleted ' .. #ids .. ' ' .. state .. ' jobs')
+  write_events(ev)
 end
 return #ids

@@ -9,14 +9,16 @@
 -- KEYS[2]  jobs:{q}:ready       LIST  job IDs ready to run (RPUSH: the head, claimed first)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  one 'r' token per job made ready, for idle workers
--- KEYS[5]  jobs:{q}:events      STREAM one entry per reaped job: reaped (back to ready) or
---                               dead (no attempts left, or cancelled)
+-- KEYS[5]  jobs:{q}:events      STREAM one entry per call that reaped jobs: a line per job,
+--                               reaped (back to ready) or dead (no attempts left, or
+--                               cancelled)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
 -- ARGV[3]  limit                most jobs reaped in this call
 -- ARGV[4]  dead_retention_ms    a dead job's hash expires after this
 -- ARGV[5]  dead_max             the dead set keeps at most this many jobs
--- ARGV[6]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[6]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: none)
 -- Returns  the number of jobs reaped.
 -- Clock    Redis TIME.
 -- Invariant a reaped job loses its lease, so its old worker can no longer ack or fail it.
@@ -26,6 +28,7 @@
 local active, ready, dead, wakes, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local prefix, stats, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, dead_max, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local ev = event_buf(events, maxlen)
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
 local n_ready = 0
@@ -43,15 +46,15 @@ for _, id in ipairs(expired) do
       redis.call('HDEL', key, 'lease')
       redis.call('RPUSH', ready, id)
       n_ready = n_ready + 1
-      event(events, maxlen, 'reaped', id, job[5], job[1], job[3], err)
+      event(ev, 'reaped', id, job[5], job[1], job[3], err)
     else
       to_dead(dead, prefix, id, now, retention, dead_max)
-      event(events, maxlen, 'dead', id, job[5], job[1], job[3], err)
+      event(ev, 'dead', id, job[5], job[1], job[3], err)
     end
   end
 end
 wake(wakes, n_ready, 'r')
-if #expired > 0 then trim_events(events, maxlen) end
+write_events(ev)
 count(stats, 'processed', now, #expired)
 count(stats, 'failed', now, #expired)
 return #expired

@@ -6,11 +6,13 @@
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:ready       LIST  job IDs ready to run
 -- KEYS[5]  jobs:{q}:wake        LIST  one 'r' token per job made ready
--- KEYS[6]  jobs:{q}:events      STREAM one 'requeued' entry per job made ready
+-- KEYS[6]  jobs:{q}:events      STREAM one entry per call that made jobs ready: a
+--                               'requeued' line per job
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  from                 "" to retry from any of those states, or one of them only
 --                               (retry --all-dead: a stale dead entry may name a newer job)
--- ARGV[3]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[3]  events_max           the events stream keeps about this many entries, each one
+--                               call's events (<= 0: none)
 -- ARGV[4..]                     job IDs
 -- Returns  one string per ID: "ready" (moved), or the state that cannot be retried
 --          ("ready", "active", "done" -> prefixed "not:"), or "missing".
@@ -21,6 +23,7 @@
 local sets = {scheduled = KEYS[1], retry = KEYS[2], dead = KEYS[3]}
 local ready, wakes, events, prefix, from = KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2]
 local maxlen = tonumber(ARGV[3])
+local ev = event_buf(events, maxlen)
 local out, n = {}, 0
 for i = 4, #ARGV do
   local id = ARGV[i]
@@ -40,11 +43,11 @@ for i = 4, #ARGV do
     end
     redis.call('HSET', key, 'state', 'ready')
     redis.call('LPUSH', ready, id)
-    event(events, maxlen, 'requeued', id, job[2], job[3], '', '')
+    event(ev, 'requeued', id, job[2], job[3], '', '')
     n = n + 1
     table.insert(out, 'ready')
   end
 end
 wake(wakes, n, 'r')
-trim_events(events, maxlen)
+write_events(ev)
 return out

@@ -101,7 +101,7 @@ func newApp(e *env) *cli.App {
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"JOBS_TLS_KEY"},
 				Usage: "PEM key of --tls-cert"},
 			&cli.IntFlag{Name: "events", Value: queue.DefaultEvents, EnvVars: []string{"JOBS_EVENTS"},
-				Usage: "keep about `N` events per queue for jobs tail; 0 writes none (every command that changes jobs, workers included)"},
+				Usage: "keep about `N` event stream entries per queue for jobs tail (an entry holds one call's events: one job's, or a batch's); 0 writes none (every command that changes jobs, workers included)"},
 		},
 		Commands: []*cli.Command{
 			enqueueCommand(e),

@@ -33,9 +33,10 @@ func TestMaxmemory(t *testing.T) {
 	k := queueKeys{prefix, queue.DefaultQueue}
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: prefix})
 	// Events stay on (every XADD below comes after its script's first write, a removal),
-	// capped at 1000: the default 10,000 (about 750 KB per queue at ~75 bytes an event)
-	// would hold a third of this 2 MB Redis, and the purge at the end could not make room.
-	base := []string{"--redis", "redis://" + srv.Addr, "--prefix", prefix, "--events", "1000"}
+	// capped at 20 entries: an entry holds one call's events (each fill below writes 100
+	// in one), and the stream would otherwise keep every event of this test, so the purge
+	// at the end could not make room (at 1000 entries it does not).
+	base := []string{"--redis", "redis://" + srv.Addr, "--prefix", prefix, "--events", "20"}
 
 	payload := []byte(strings.Repeat("p", 100))
 	batch := make([]queue.BatchJob, 100)

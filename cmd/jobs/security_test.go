@@ -128,7 +128,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
 	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
-	"+xadd +xtrim +xread +xinfo|stream"
+	"+xadd +xtrim +xread +xrange +xinfo|stream"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line (no CLIENT among it: the registry of live processes never needs it), and checks

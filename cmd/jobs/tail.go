@@ -19,8 +19,10 @@ func tailCommand(e *env) *cli.Command {
 		Usage:     "follow the event stream of queues: every transition of every job, as it commits",
 		ArgsUsage: "[QUEUE...]",
 		Description: "Follows like tail -f (blocking reads, no polling) until interrupted; with no QUEUE, every\n" +
-			"known queue. Each queue keeps about --events (global flag, default 10000) events. Every\n" +
-			"--json line carries a cursor: `--since CURSOR` resumes right after that line, and a reader\n" +
+			"known queue. Each queue keeps about --events (global flag, default 1000) stream entries,\n" +
+			"each one call's events (one job's transition, or a worker's batch of acks and claims).\n" +
+			"Every --json line carries a cursor: `--since CURSOR` resumes right after that line (an\n" +
+			"event inside an entry has ID/k: after the entry's first k events), and a reader\n" +
 			"that fell behind what the stream keeps stops with an error (exit 1) naming the gap.\n" +
 			"--since takes a cursor, an entry ID, 0 (everything kept) or a duration (1h: the last hour).\n" +
 			"Examples:\n\n" +
@@ -97,33 +99,9 @@ func sinceDuration(s string) (time.Duration, bool) {
 }
 
 // validCursor reports whether s is a cursor queue.Client.Events takes: "", "$", "0", an
-// entry ID (ms or ms-seq) or queue=ID pairs.
+// entry ID (ms or ms-seq), an event's cursor inside an entry (ms-seq/k) or queue=ID pairs.
 func validCursor(s string) bool {
-	id := func(s string) bool {
-		ms, seq, hasSeq := strings.Cut(s, "-")
-		if _, err := strconv.ParseUint(ms, 10, 64); err != nil {
-			return false
-		}
-		if hasSeq {
-			if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
-				return false
-			}
-		}
-		return true
-	}
-	switch {
-	case s == "" || s == "$" || id(s):
-		return true
-	case !strings.Contains(s, "="):
-		return false
-	}
-	for _, part := range strings.Split(s, ",") {
-		q, p, _ := strings.Cut(part, "=")
-		if queue.ValidateQueue(q) != nil || !id(p) {
-			return false
-		}
-	}
-	return true
+	return queue.ValidateCursor(s) == nil
 }
 
 // checkQueueArg checks a queue name given as an argument, as checkQueueFlag does --queue

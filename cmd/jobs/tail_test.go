@@ -101,16 +101,21 @@ func TestTailKilledAndResumedFromCursor(t *testing.T) {
 	c := tailClient(t, p, 50)
 	first := enqueueN(t, c, 5)
 
+	// The 5 jobs are one stream entry: the tail is killed inside it, after the third line,
+	// whose cursor says so (ID/3).
 	tail, out, _ := startJobs(t, append(slices.Clone(base), "tail", "--json", "--since", "0", "default")...)
 	lines := tailLines(t, out, 5)
 	tail.Process.Kill()
 	tail.Wait()
+	if !strings.HasSuffix(lines[2].Cursor, "/3") || strings.Contains(lines[4].Cursor, "/") {
+		t.Errorf("cursors %q, %q: want ID/3 inside the batch's entry, ID after its last event", lines[2].Cursor, lines[4].Cursor)
+	}
 	more := enqueueN(t, c, 5) // while no tail runs
 
-	_, out, _ = startJobs(t, append(slices.Clone(base), "tail", "--json", "--since", lines[4].Cursor, "default")...)
-	resumed := tailLines(t, out, 5)
+	_, out, _ = startJobs(t, append(slices.Clone(base), "tail", "--json", "--since", lines[2].Cursor, "default")...)
+	resumed := tailLines(t, out, 7)
 	var got []string
-	for _, l := range append(lines[:5], resumed...) {
+	for _, l := range append(lines[:3], resumed...) {
 		if l.Event != "enqueued" || l.Queue != "default" || l.Type != "t" || l.At.IsZero() {
 			t.Errorf("line %+v, want an enqueued event of type t with its time", l)
 		}
@@ -120,9 +125,14 @@ func TestTailKilledAndResumedFromCursor(t *testing.T) {
 		t.Errorf("killed and resumed tail printed %v, want %v: nothing lost, nothing twice", got, want)
 	}
 
-	enqueueN(t, c, 1000) // far past the ~50 (nodes of 100) the stream keeps
-	r := runCLI("", append(slices.Clone(base), "tail", "--json", "--since", resumed[4].Cursor, "default")...)
-	if r.code != 1 || !strings.Contains(r.stderr, "events lost") || !strings.Contains(r.stderr, resumed[4].Cursor) ||
+	// 300 entries (one job per call), far past the ~50 (nodes of 100) the stream keeps.
+	for range 300 {
+		if _, err := c.Enqueue(context.Background(), "t", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCLI("", append(slices.Clone(base), "tail", "--json", "--since", resumed[6].Cursor, "default")...)
+	if r.code != 1 || !strings.Contains(r.stderr, "events lost") || !strings.Contains(r.stderr, resumed[6].Cursor) ||
 		strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
 		t.Errorf("tail from a trimmed cursor = %+v, want exit 1, one line naming the gap and the cursor", r)
 	}
