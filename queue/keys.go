@@ -22,6 +22,7 @@ type queueKeys struct {
 	done      string
 	wake      string
 	paused    string
+	limit     string // HASH: the queue's limits and the rate's GCRA state (limit.go)
 	events    string // STREAM: one entry per transition (see events.go)
 	stats     string // prefix of the daily counters: stats + "processed:2026-12-02"
 	metrics   string // prefix of the metrics history: metrics + "m:<unix minute>", "h:<unix hour>"
@@ -39,6 +40,7 @@ func (k keys) queue(name string) queueKeys {
 		done:      base + "done",
 		wake:      base + "wake",
 		paused:    base + "paused",
+		limit:     base + "limit",
 		events:    base + "events",
 		stats:     base + "stats:",
 		metrics:   base + "metrics:",

@@ -50,48 +50,74 @@ func (c broker) Claim(ctx context.Context, queue string, n int, lease time.Durat
 	worker = eventSafe(worker)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
-	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused, qk.events},
+	res, err := c.run(ctx, scripts.Claim, []string{qk.ready, qk.active, qk.paused, qk.events, qk.limit},
 		qk.jobPrefix, n, ms(lease), worker, token, c.eventsMax()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("claim from %s: %w", queue, err)
 	}
-	return decodeClaimed(queue, worker, token, res)
+	jobs, _, err := decodeClaimed(queue, worker, token, res)
+	return jobs, err
 }
 
-// decodeClaimed decodes claim.lua's reply: {now_us, job, job, ...}, each job its hash as
-// a flat field/value array followed by its ID, attempt and place k in the claim. now_us,
-// Redis TIME in microseconds, becomes the jobs' StartedAt.
-func decodeClaimed(queue, worker, token string, res []any) ([]*Job, error) {
-	if len(res) == 0 {
-		return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+// decodeClaimed decodes claim.lua's reply: {now_us, limit, job, job, ...}, each job its
+// hash as a flat field/value array followed by its ID, attempt and place k in the claim.
+// now_us, Redis TIME in microseconds, becomes the jobs' StartedAt; limit is
+// {concurrency, why, wait_us} (see claim.lua).
+func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limited, error) {
+	bad := fmt.Errorf("claim from %s: %w", queue, errBadReply)
+	if len(res) < 2 {
+		return nil, proto.Limited{}, bad
 	}
 	now, ok := res[0].(int64)
-	if !ok {
-		return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+	lim, ok2 := decodeLimited(res[1])
+	if !ok || !ok2 {
+		return nil, proto.Limited{}, bad
 	}
-	if len(res) == 1 {
-		return nil, nil
+	if len(res) == 2 {
+		return nil, lim, nil
 	}
 	started := time.UnixMicro(now)
-	jobs := make([]*Job, 0, len(res)-1)
-	for _, r := range res[1:] {
+	jobs := make([]*Job, 0, len(res)-2)
+	for _, r := range res[2:] {
 		flat, ok := r.([]any)
 		if !ok || len(flat) < 3 {
-			return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+			return nil, proto.Limited{}, bad
 		}
 		tail := flat[len(flat)-3:]
 		id, ok1 := tail[0].(string)
 		attempt, ok2 := tail[1].(int64)
 		k, ok3 := tail[2].(int64)
 		if !ok1 || !ok2 || !ok3 {
-			return nil, fmt.Errorf("claim from %s: %w", queue, errBadReply)
+			return nil, proto.Limited{}, bad
 		}
 		j := decodeFlat(queue, id, flat[:len(flat)-3])
 		j.State, j.Attempt, j.StartedAt, j.Worker = StateActive, int(attempt), started, worker
 		j.Lease = token + ":" + strconv.FormatInt(k, 10)
 		jobs = append(jobs, j)
 	}
-	return jobs, nil
+	return jobs, lim, nil
+}
+
+// decodeLimited decodes the limit part of a claim's reply, {concurrency, why, wait_us}.
+func decodeLimited(v any) (proto.Limited, bool) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 {
+		return proto.Limited{}, false
+	}
+	conc, ok1 := a[0].(int64)
+	why, ok2 := a[1].(int64)
+	wait, ok3 := a[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return proto.Limited{}, false
+	}
+	lim := proto.Limited{Concurrency: int(conc), Wait: time.Duration(wait) * time.Microsecond}
+	switch why {
+	case 1:
+		lim.By = proto.LimitConcurrency
+	case 2:
+		lim.By = proto.LimitRate
+	}
+	return lim, true
 }
 
 // Heartbeat renews the leases of jobs (all from queue) for another lease length. It
@@ -215,7 +241,7 @@ func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 				args = append(args, items[i].job.ID, items[i].job.Lease, items[i].result)
 			}
 			calls = append(calls, &scriptCall{script: scripts.Ack,
-				keys: []string{qk.active, qk.done, qk.dead, qk.events}, args: args})
+				keys: []string{qk.active, qk.done, qk.dead, qk.events, qk.limit, qk.ready, qk.wake}, args: args})
 			owners = append(owners, chunk)
 		}
 	}
@@ -253,20 +279,30 @@ func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 // ErrInvalid before anything is sent.
 func (c broker) AckClaim(ctx context.Context, queue string, finished []*Job, results [][]byte, n int,
 	lease time.Duration, worker string) (acked []error, claimed []*Job, err error) {
+	acked, claimed, _, err = c.AckClaimLimited(ctx, queue, finished, results, n, lease, worker)
+	return acked, claimed, err
+}
+
+// AckClaimLimited is AckClaim that also returns what the claim met of the queue's limits
+// (Client.SetLimit): its concurrency limit, and whether a limit cut the claim short and
+// until when. A worker that met a limit claims again when the slot or token is due, or a
+// wake token says a slot freed.
+func (c broker) AckClaimLimited(ctx context.Context, queue string, finished []*Job, results [][]byte, n int,
+	lease time.Duration, worker string) (acked []error, claimed []*Job, lim proto.Limited, err error) {
 	n = min(max(n, 0), proto.MaxBatch)
 	if len(finished) == 0 && n == 0 {
-		return nil, nil, nil
+		return nil, nil, lim, nil
 	}
 	if len(finished) > proto.MaxBatch {
-		return nil, nil, fmt.Errorf("ack and claim on %s: %w: %d finished jobs, the limit is %d",
+		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w: %d finished jobs, the limit is %d",
 			queue, ErrInvalid, len(finished), proto.MaxBatch)
 	}
 	if len(results) != len(finished) {
-		return nil, nil, fmt.Errorf("ack and claim on %s: %w: %d results for %d jobs", queue, ErrInvalid, len(results), len(finished))
+		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w: %d results for %d jobs", queue, ErrInvalid, len(results), len(finished))
 	}
 	for _, f := range finished {
 		if f.Queue != queue {
-			return nil, nil, fmt.Errorf("ack %s: %w: job of queue %q given to AckClaim on %q",
+			return nil, nil, lim, fmt.Errorf("ack %s: %w: job of queue %q given to AckClaim on %q",
 				f.ID, ErrInvalid, f.Queue, queue)
 		}
 	}
@@ -279,17 +315,17 @@ func (c broker) AckClaim(ctx context.Context, queue string, finished []*Job, res
 	for i, f := range finished {
 		args = append(args, f.ID, f.Lease, results[i])
 	}
-	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused, qk.dead, qk.events},
+	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused, qk.dead, qk.events, qk.limit, qk.wake},
 		args...).Slice()
 	if err != nil {
-		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, err)
+		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w", queue, err)
 	}
 	if len(res) < 2 {
-		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
+		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
 	}
 	codes, ok := res[0].([]any)
 	if !ok || len(codes) != len(finished) {
-		return nil, nil, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
+		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
 	}
 	acked = make([]error, len(finished))
 	for i, code := range codes {
@@ -298,8 +334,8 @@ func (c broker) AckClaim(ctx context.Context, queue string, finished []*Job, res
 			acked[i] = fmt.Errorf("ack %s: %w", finished[i].ID, e)
 		}
 	}
-	claimed, err = decodeClaimed(queue, worker, token, res[1:])
-	return acked, claimed, err
+	claimed, lim, err = decodeClaimed(queue, worker, token, res[1:])
+	return acked, claimed, lim, err
 }
 
 // doneRetention is ack.lua's retention argument: 0 deletes done jobs at once.
@@ -325,7 +361,7 @@ func (c broker) Fail(ctx context.Context, job *Job, reason string, retryIn time.
 	if retryIn < 0 {
 		retry = -1
 	}
-	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake, qk.events},
+	res, err := c.run(ctx, scripts.Fail, []string{qk.active, qk.retry, qk.dead, qk.wake, qk.events, qk.limit, qk.ready},
 		qk.jobPrefix, qk.stats, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax(),
 		job.ID, job.Lease, reason, retry, shortError(reason)).StringSlice()
 	if err != nil {
@@ -372,7 +408,7 @@ func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.D
 		return fmt.Errorf("%s %s: %w", op, job.ID, ErrLeaseLost)
 	}
 	qk := c.keys.queue(job.Queue)
-	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake, qk.dead, qk.events},
+	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake, qk.dead, qk.events, qk.limit},
 		qk.jobPrefix, ms(after), ms(c.cfg.DeadRetention), c.cfg.DeadMax, flag(postpone), reason,
 		c.eventsMax(), job.ID, job.Lease).Int64Slice()
 	if err != nil {
@@ -393,7 +429,7 @@ func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.D
 // worker's jobs come back within about one lease.
 func (c broker) Reap(ctx context.Context, queue string) (int, error) {
 	qk := c.keys.queue(queue)
-	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake, qk.events},
+	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake, qk.events, qk.limit},
 		qk.jobPrefix, qk.stats, proto.ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax()).Int()
 	if err != nil {
 		return 0, fmt.Errorf("reap %s: %w", queue, err)

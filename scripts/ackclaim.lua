@@ -11,6 +11,9 @@
 -- KEYS[6]  jobs:{q}:events      STREAM one entry per call that settled or claimed a job: a
 --                               line per acked job (done, or dead when cancelled), then one
 --                               per claimed job (started), in that order
+-- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (limit.lua); claims write its tat
+-- KEYS[8]  jobs:{q}:wake        LIST  'r' tokens for slots the acks freed that the claim left
+--                               free, when the queue has a concurrency limit (wake_freed)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
@@ -24,9 +27,9 @@
 -- ARGV[11] events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: no events written)
 -- ARGV[12+3k .. 14+3k]          id, lease token, result: one group per job to ack (<= 1000)
--- Returns  {acks, now, job, job, ...}: acks has one integer per acked job, as ack.lua's
---          (1 done, 2 done already by this lease, 3 cancelled: dead, 0 lease lost); now
---          (in microseconds) and the jobs are claim.lua's reply.
+-- Returns  {acks, now, limit, job, job, ...}: acks has one integer per acked job, as
+--          ack.lua's (1 done, 2 done already by this lease, 3 cancelled: dead, 0 lease
+--          lost); now (in microseconds), limit and the jobs are claim.lua's reply.
 -- Clock    Redis TIME, read once: the acks' finished_at and the claims' started_at in ms,
 --          now in microseconds (orders claims, as in claim.lua).
 -- Invariant as ack.lua and claim.lua: only the holder of a job's current lease token can
@@ -42,9 +45,11 @@ local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[
   prefix = prefix, stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
   dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10])}
 local acks = ack_jobs(k, now, ARGV, 12)
-local out = claim_jobs(KEYS[3], active, KEYS[4], prefix, tonumber(ARGV[5]), tonumber(ARGV[6]),
-  ARGV[7], ARGV[8], now, k.ev)
+local out, limit = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
+  tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev)
+wake_freed(KEYS[7], active, KEYS[3], KEYS[8], k.freed, now)
 write_events(k.ev)
+table.insert(out, 1, limit)
 table.insert(out, 1, us)
 table.insert(out, 1, acks)
 return out

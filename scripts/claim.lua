@@ -1,10 +1,12 @@
--- claim: ready -> active, up to ARGV[2] jobs, each under a new lease.
+-- claim: ready -> active, up to ARGV[2] jobs, each under a new lease, as many as the
+-- queue's limits allow (concurrency and rate, jobs:{q}:limit: see limit_room in lib.lua).
 --
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (RPOP: oldest first)
 -- KEYS[2]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[3]  jobs:{q}:paused      STRING present while the queue is paused
 -- KEYS[4]  jobs:{q}:events      STREAM one entry per call that claimed jobs: a 'started' line
 --                               per claimed job, in claim order
+-- KEYS[5]  jobs:{q}:limit       HASH  the queue's limits (limit.lua); claims write its tat
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  count                most jobs to claim (the worker's free slots; <= 1000)
 -- ARGV[3]  lease_ms             lease length; the worker renews it by heartbeat
@@ -14,22 +16,29 @@
 --                               call's events (<= 0: none written). The first write is the
 --                               RPOP, so the events go through on a full Redis whenever the
 --                               claim does.
--- Returns  {now_us, job, job, ...}: now_us is Redis TIME in microseconds, the jobs' start
+-- Returns  {now_us, limit, job, job, ...}: now_us is Redis TIME in microseconds, the jobs' start
 --          (their hash's started_at is the same instant in ms); each job is its hash as a
 --          flat field/value array (HGETALL, read before this claim's writes) followed by
 --          its ID, its attempt (this run's) and k. The claim also set state = active and
---          worker. Just {now_us} when the queue is paused or has nothing ready.
+--          worker. limit is {concurrency, why, wait_us} (limit_reply in lib.lua): the
+--          queue's concurrency limit (0: none), and when a limit cut this claim short
+--          with jobs left in ready, why (1 concurrency, 2 rate; else 0) and the wait until
+--          the next slot or token. Just {now_us, limit} when the queue is paused or has
+--          nothing ready, or its limits allow nothing now.
 -- Clock    Redis TIME, read once. now_us orders claims: no two scripts share a
 --          microsecond (Redis runs one script at a time, and each takes longer than 1us),
 --          so of two claims in flight the one with the smaller now_us ran first (unless
 --          the server's clock is stepped back between them).
 -- Invariant a claimed job is in active with a lease token that only its claimer knows;
---          heartbeat, ack, fail and handback change nothing without that token.
+--          heartbeat, ack, fail and handback change nothing without that token. Unexpired
+--          leases never exceed the queue's concurrency limit, and claims never outrun its
+--          rate: both are checked and taken here, atomically with the claim.
 
 local us, now = now_us()
 local ev = event_buf(KEYS[4], tonumber(ARGV[6]))
-local out = claim_jobs(KEYS[1], KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[2]),
-  tonumber(ARGV[3]), ARGV[4], ARGV[5], now, ev)
+local out, limit = claim_jobs(KEYS[1], KEYS[2], KEYS[3], KEYS[5], ARGV[1], tonumber(ARGV[2]),
+  tonumber(ARGV[3]), ARGV[4], ARGV[5], now, us, ev)
 write_events(ev)
+table.insert(out, 1, limit)
 table.insert(out, 1, us)
 return out

@@ -15,8 +15,8 @@ func TestClaimNowOrdersClaims(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	p := redistest.Prefix(t) + ":{q}:"
-	claimKeys := []string{p + "ready", p + "active", p + "paused", p + "events"}
-	ackClaimKeys := []string{p + "active", p + "done", p + "ready", p + "paused", p + "dead", p + "events"}
+	claimKeys := []string{p + "ready", p + "active", p + "paused", p + "events", p + "limit"}
+	ackClaimKeys := []string{p + "active", p + "done", p + "ready", p + "paused", p + "dead", p + "events", p + "limit", p + "wake"}
 	// Run each once by EVALSHA/EVAL, so the node of this slot has them for the pipeline.
 	if err := Claim.Run(ctx, rdb, claimKeys, p+"job:", 1, 1000, "w", "t", 0).Err(); err != nil {
 		t.Fatal(err)

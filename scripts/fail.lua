@@ -4,9 +4,13 @@
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
--- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at
+-- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at;
+--                               an 'r' per slot freed when the queue has a concurrency limit
+--                               and jobs are ready (wake_freed)
 -- KEYS[5]  jobs:{q}:events      STREAM one entry per call that failed jobs: a line per job,
 --                               retry or dead
+-- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
+-- KEYS[7]  jobs:{q}:ready       LIST  read (LLEN): are jobs waiting for the freed slots?
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  dead_retention_ms    a dead job's hash expires after this
@@ -62,6 +66,7 @@ for i = 6, #ARGV, 5 do
   end
 end
 wake(wakes, math.min(retries, 1), 's')
+wake_freed(KEYS[6], active, KEYS[7], wakes, failed, now)
 write_events(ev)
 count(stats, 'processed', now, failed)
 count(stats, 'failed', now, failed)

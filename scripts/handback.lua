@@ -8,10 +8,13 @@
 -- KEYS[2]  jobs:{q}:ready       LIST  job IDs ready to run (RPUSH: claimed next)
 -- KEYS[3]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  wake tokens: 'r' per job made ready, one 's' if delayed
+--                               (and an 'r' per slot freed then, when the queue has a
+--                               concurrency limit and jobs are ready: wake_freed)
 -- KEYS[5]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
 -- KEYS[6]  jobs:{q}:events      STREAM one entry per call that changed jobs: a line per job,
 --                               handed_back, postponed (a postpone,
 --                               with its reason as the error), or dead (cancelled)
+-- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  delay_ms             0: ready at once; > 0: scheduled that long from now
 -- ARGV[3]  dead_retention_ms    a cancelled job's hash expires this long after it died
@@ -39,7 +42,7 @@ local postpone, reason = ARGV[5] == '1', ARGV[6]
 local maxlen = tonumber(ARGV[7])
 local ev = event_buf(events, maxlen)
 local now = nil
-local out, n = {}, 0
+local out, n, freed = {}, 0, 0
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
@@ -55,6 +58,7 @@ for i = 8, #ARGV, 2 do
     end
   else
     redis.call('ZREM', active, id)
+    freed = freed + 1
     redis.call('HINCRBY', key, 'attempt', -1)
     if job[2] or delay > 0 then now = now or now_ms() end
     if job[2] then
@@ -87,6 +91,13 @@ for i = 8, #ARGV, 2 do
     end
   end
 end
-if delay > 0 then wake(wakes, math.min(n, 1), 's') else wake(wakes, n, 'r') end
+-- Jobs made ready bring their own 'r' tokens; the other slots freed wake a waiting worker.
+if delay > 0 then
+  wake(wakes, math.min(n, 1), 's')
+  wake_freed(KEYS[7], active, ready, wakes, freed, now)
+else
+  wake(wakes, n, 'r')
+  if freed > n then wake_freed(KEYS[7], active, ready, wakes, freed - n, now or now_ms()) end
+end
 write_events(ev)
 return out

@@ -200,7 +200,8 @@ end
 -- nothing changed), 3 cancelled: dead (now or, for a resent ack, already), 0 lease lost
 -- (nothing changed for that job). Its first write is a ZREM: see below. Each settled job
 -- gets one event in k.ev: done, or dead for a cancelled one (whose attempt is also recorded
--- in its history; a done attempt needs no record, see add_attempt).
+-- in its history; a done attempt needs no record, see add_attempt). k.freed is set to the
+-- number of jobs settled (slots freed, for wake_freed).
 local function ack_jobs(k, now, argv, from)
   local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
@@ -226,6 +227,7 @@ local function ack_jobs(k, now, argv, from)
       if job[4] then out[#out + 1] = 3 else out[#out + 1] = 1 end
     end
   end
+  k.freed = #finished -- slots freed, for wake_freed
   if #finished == 0 then return out end
   -- The first write must free memory, not grow it: Redis at maxmemory (noeviction) refuses a
   -- script's deny-oom command (HSET, ZADD) only while the script has changed nothing, so
@@ -267,18 +269,80 @@ local function ack_jobs(k, now, argv, from)
   return out
 end
 
+-- limit_room is how many of the n jobs a claim asked for the queue's limits let it take now.
+-- limit is the queue's limits HASH (jobs:{q}:limit: concurrency, rate, period_ms, burst,
+-- tat; see limit.lua), active its lease ZSET; now in ms and us (the same TIME). Returns g:
+-- g.n the jobs allowed; g.why 1 when the concurrency limit cut n, 2 when the rate did
+-- (nil: neither); and, with a rate, g.tau (us between tokens), g.burst, g.base (the GCRA's
+-- theoretical arrival time, never before now). An unlimited queue costs one HMGET of a
+-- missing key.
+-- Concurrency counts unexpired leases (ZCOUNT of deadlines after now), never a counter: a
+-- dead worker's slots come back at its lease deadline, with nothing to repair or drift.
+-- Rate is GCRA (the generic cell rate algorithm): one stored time, tat; a start is allowed
+-- while tat - burst*tau <= now, and each moves tat on by tau. That is a token bucket of
+-- size burst refilled one token per tau, exact, with no counter to drift and no window
+-- edge to double up on: at most rate + burst - 1 starts in any window of one period.
+local function limit_room(limit, active, n, now, now_us)
+  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat')
+  local g = {n = n, conc = tonumber(l[1]) or 0}
+  if g.conc > 0 then
+    local free = g.conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
+    if free < g.n then g.n, g.why = math.max(free, 0), 1 end
+  end
+  local rate = tonumber(l[2])
+  if rate and rate > 0 then
+    g.tau = math.ceil(tonumber(l[3]) * 1000 / rate)
+    g.burst = tonumber(l[4]) or 1
+    g.base = math.max(tonumber(l[5]) or 0, now_us)
+    local tokens = math.floor((now_us + g.burst * g.tau - g.base) / g.tau)
+    if tokens < g.n then g.n, g.why = math.max(tokens, 0), 2 end
+  end
+  return g
+end
+
+-- limit_take spends m rate tokens (g from limit_room; nothing without a rate): tat moves
+-- on by m*tau. Written as an integer string: tostring would round microseconds since the
+-- epoch to 14 digits.
+local function limit_take(limit, g, m)
+  if g.tau and m > 0 then
+    redis.call('HSET', limit, 'tat', string.format('%.0f', g.base + m * g.tau))
+  end
+end
+
+-- limit_reply is the limit part of a claim's reply: {concurrency, why, wait_us}. why is g.why
+-- when a limit cut the claim short and jobs are left in ready (else 0: the claim got all
+-- it asked for, or the queue ran dry); wait_us is then how long until the next slot or
+-- token: for the rate, exactly when the next token is due (m tokens taken); for
+-- concurrency, when the earliest lease expires (a freed slot also pushes a wake token, see
+-- wake_freed; this is for the slot of a worker that died).
+local function limit_reply(g, ready, active, m, now, now_us)
+  if not g.why or redis.call('LLEN', ready) == 0 then return {g.conc, 0, 0} end
+  if g.why == 2 then
+    return {g.conc, 2, math.max(g.base + m * g.tau - (g.burst - 1) * g.tau - now_us, 1)}
+  end
+  local first = redis.call('ZRANGEBYSCORE', active, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local wait = 1000
+  if first[2] then wait = (tonumber(first[2]) + 1) * 1000 - now_us end
+  return {g.conc, 1, math.max(wait, 1)}
+end
+
 -- claim_jobs moves up to n jobs from ready to active (claim.lua, ackclaim.lua), each under
--- a lease of lease_ms whose token is token .. ':' .. k (k: the job's place in the RPOP).
--- now is in ms (started_at, the lease deadline).
--- Returns one array per claimed job: the job's hash as a flat field/value array (HGETALL,
--- read before this claim's writes) followed by three values: its ID, its new attempt, k.
--- Nothing while the queue is paused. The claim also sets state, started_at (now) and
--- worker, which the caller knows. Each claimed job gets a 'started' event in the call's
--- events buffer ev (see event_buf; the caller writes it, after the RPOP: the first write).
-local function claim_jobs(ready, active, paused, prefix, n, lease_ms, worker, token, now, ev)
-  if n <= 0 or redis.call('EXISTS', paused) == 1 then return {} end
-  local ids = redis.call('RPOP', ready, n)
-  if not ids then return {} end
+-- a lease of lease_ms whose token is token .. ':' .. k (k: the job's place in the RPOP),
+-- as many as the queue's limits allow (limit: jobs:{q}:limit, see limit_room). now is in
+-- ms (started_at, the lease deadline), now_us the same instant in us (the rate's clock).
+-- Returns the claimed jobs, one array per job: the job's hash as a flat field/value array
+-- (HGETALL, read before this claim's writes) followed by three values: its ID, its new
+-- attempt, k; and the limit part of the reply (limit_reply). Nothing while the queue is
+-- paused. The claim also sets state, started_at (now) and worker, which the caller knows.
+-- Each claimed job gets a 'started' event in the call's events buffer ev (see event_buf;
+-- the caller writes it, after the RPOP: the first write). The rate's tokens are taken
+-- after the RPOP too, one per job claimed (a stale ID dropped takes none).
+local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, worker, token, now, now_us, ev)
+  if n <= 0 or redis.call('EXISTS', paused) == 1 then return {}, {0, 0, 0} end
+  local g = limit_room(limit, active, n, now, now_us)
+  local ids
+  if g.n > 0 then ids = redis.call('RPOP', ready, g.n) end
+  if not ids then return {}, limit_reply(g, ready, active, 0, now, now_us) end
   local deadline = now + lease_ms
   local out, leased = {}, {}
   for k, id in ipairs(ids) do
@@ -314,5 +378,19 @@ local function claim_jobs(ready, active, paused, prefix, n, lease_ms, worker, to
     end
   end
   if #leased > 0 then redis.call('ZADD', active, unpack(leased)) end
-  return out
+  limit_take(limit, g, #out)
+  if #ids < g.n then g.why = nil end -- ready ran dry before the limit was met
+  return out, limit_reply(g, ready, active, #out, now, now_us)
+end
+
+-- wake_freed wakes workers waiting on the queue's concurrency limit after a script freed
+-- slots (ack, fail, hand back with a delay, reap to dead): one 'r' token per slot freed
+-- and still free, only when jobs are ready to take it, so a freed slot wakes one waiting
+-- worker, not a herd. limit: jobs:{q}:limit; now in ms. Nothing for a queue without a
+-- concurrency limit (one HGET).
+local function wake_freed(limit, active, ready, wakes, freed, now)
+  if freed <= 0 then return end
+  local conc = tonumber(redis.call('HGET', limit, 'concurrency'))
+  if not conc or redis.call('LLEN', ready) == 0 then return end
+  wake(wakes, math.min(freed, conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')), 'r')
 end

@@ -8,10 +8,13 @@
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:ready       LIST  job IDs ready to run (RPUSH: the head, claimed first)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
--- KEYS[4]  jobs:{q}:wake        LIST  one 'r' token per job made ready, for idle workers
+-- KEYS[4]  jobs:{q}:wake        LIST  one 'r' token per job made ready, for idle workers, and
+--                               per job sent to dead when the queue has a concurrency
+--                               limit and jobs are ready (wake_freed: a slot freed)
 -- KEYS[5]  jobs:{q}:events      STREAM one entry per call that reaped jobs: a line per job,
 --                               reaped (back to ready) or dead (no attempts left, or
 --                               cancelled)
+-- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
 -- ARGV[3]  limit                most jobs reaped in this call
@@ -54,6 +57,7 @@ for _, id in ipairs(expired) do
   end
 end
 wake(wakes, n_ready, 'r')
+wake_freed(KEYS[6], active, ready, wakes, #expired - n_ready, now)
 write_events(ev)
 count(stats, 'processed', now, #expired)
 count(stats, 'failed', now, #expired)

@@ -28,6 +28,9 @@ type Broker interface {
 	// ErrLeaseLost.
 	AckClaim(ctx context.Context, queue string, finished []*queue.Job, results [][]byte, n int,
 		lease time.Duration, worker string) (acked []error, claimed []*queue.Job, err error)
+	// AckClaimLimited is AckClaim that also says what the claim met of the queue's limits.
+	AckClaimLimited(ctx context.Context, queue string, finished []*queue.Job, results [][]byte, n int,
+		lease time.Duration, worker string) (acked []error, claimed []*queue.Job, lim proto.Limited, err error)
 	// Ack marks one claimed job done with result.
 	Ack(ctx context.Context, job *queue.Job, result []byte) error
 	// Heartbeat renews the leases of jobs, returning the lease tokens lost and cancelled.

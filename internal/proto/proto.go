@@ -47,8 +47,31 @@ const (
 	WakeScheduled = "s"
 )
 
+// Limited is what a claim's reply says of its queue's limits (jobs:{q}:limit).
+type Limited struct {
+	// Concurrency is the queue's concurrency limit (0: none): a worker claims no more of
+	// its jobs than it has free slots, since jobs it buffered would hold slots others
+	// could run.
+	Concurrency int
+	// By is why the claim got fewer jobs than it asked for while jobs were left ready:
+	// LimitConcurrency or LimitRate; "" when no limit cut it.
+	By string
+	// Wait is, with By, how long until the next slot frees at the latest (the earliest
+	// lease deadline; a slot freed before wakes a waiting worker with a wake token) or
+	// the next rate token is due (exactly).
+	Wait time.Duration
+}
+
+// Why a claim was cut short (Limited.By).
+const (
+	LimitConcurrency = "concurrency"
+	LimitRate        = "rate"
+)
+
 // CancelNotice says that an operator cancelled an active job (queue.Client.Cancel, `jobs
-// cancel`): the worker running it should stop its handler.
+// cancel`): the worker running it should stop its handler. A notice with an empty ID
+// says that the limits of Queue changed (queue.Client.SetLimit, `jobs limit`): workers
+// waiting on the old limits claim again.
 type CancelNotice struct {
 	Queue, ID string
 }
