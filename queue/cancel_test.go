@@ -284,7 +284,7 @@ func TestParseCancelNotice(t *testing.T) {
 	}{
 		{"default 01J9Z3K4M5N6P7Q8R9S0T1V2W3", proto.CancelNotice{Queue: "default", ID: "01J9Z3K4M5N6P7Q8R9S0T1V2W3"}, true},
 		{"a.b-c_d order:42", proto.CancelNotice{Queue: "a.b-c_d", ID: "order:42"}, true},
-		{"default", proto.CancelNotice{}, false},
+		{"default", proto.CancelNotice{Queue: "default"}, true}, // limit.lua: the limits changed
 		{" id", proto.CancelNotice{}, false},
 		{"q ", proto.CancelNotice{}, false},
 	} {

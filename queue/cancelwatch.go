@@ -9,7 +9,8 @@ import (
 )
 
 // WatchCancels calls fn for each cancel of an active job, as [Client.Cancel] announces
-// it, until ctx is done; it returns nil then. It returns an error only when it cannot
+// it, and for each change of a queue's limits ([Client.SetLimit]: a notice with an empty
+// ID), until ctx is done; it returns nil then. It returns an error only when it cannot
 // subscribe in the first place (Redis unreachable, or an ACL that does not allow the
 // channel). fn is called from one goroutine, in the order the notices arrive, for the
 // cancels of every queue under the client's prefix; it should return quickly, since
@@ -53,11 +54,12 @@ func (c broker) WatchCancels(ctx context.Context, fn func(proto.CancelNotice)) e
 	}
 }
 
-// parseCancelNotice decodes cancel.lua's message "<queue> <id>": a queue name has no
-// space (ValidateQueue), so the first space ends it.
+// parseCancelNotice decodes the channel's messages: cancel.lua's "<queue> <id>" (a queue
+// name has no space, ValidateQueue, so the first space ends it), or limit.lua's "<queue>"
+// alone, which says the queue's limits changed (a notice with an empty ID).
 func parseCancelNotice(payload string) (proto.CancelNotice, bool) {
 	q, id, ok := strings.Cut(payload, " ")
-	if !ok || q == "" || id == "" {
+	if q == "" || ok && id == "" {
 		return proto.CancelNotice{}, false
 	}
 	return proto.CancelNotice{Queue: q, ID: id}, true

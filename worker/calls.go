@@ -59,14 +59,15 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
-		acked, jobs, err := l.w.broker.AckClaim(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
+		acked, jobs, lim, err := l.w.broker.AckClaimLimited(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
 		cancel()
-		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, err) })
+		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err) })
 	}()
 }
 
 // exchanged takes an AckClaim reply.
-func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks []*run, acked []error, jobs []*queue.Job, err error) {
+func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks []*run, acked []error,
+	jobs []*queue.Job, lim proto.Limited, err error) {
 	now := time.Now()
 	q.inflight--
 	if n > 0 {
@@ -98,7 +99,8 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 	} else {
 		l.answered(q, now)
 		if n > 0 {
-			q.dry = len(jobs) < n
+			q.dry = len(jobs) < n && lim.By == ""
+			l.limitMet(q, lim, now)
 		}
 	}
 	q.replies[seq] = claimReply{jobs: jobs, sent: sent}
@@ -282,7 +284,7 @@ func (l *loop) wait(now time.Time) {
 	var on []*queueState
 	var names []string
 	for _, q := range l.queues {
-		if q.dry && !now.Before(q.retryAt) {
+		if (q.dry || q.limit.waitsForSlot(now)) && !now.Before(q.retryAt) {
 			on = append(on, q)
 			names = append(names, q.name)
 		}
@@ -329,6 +331,10 @@ func (l *loop) watchCancels(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := l.w.broker.WatchCancels(ctx, func(n proto.CancelNotice) {
 			l.postEvent(func() {
+				if n.ID == "" {
+					l.limitChanged(n.Queue)
+					return
+				}
 				now := time.Now()
 				for _, r := range l.runs {
 					if r.job.ID == n.ID && r.q.name == n.Queue {

@@ -86,6 +86,7 @@ func (l *loop) exchange(now time.Time) {
 			}
 		}
 	}
+	l.capShares()
 	for _, q := range l.queues {
 		// Acks ride with claims; alone, they go when nothing is in flight on the queue
 		// (the reply of what is in flight sends them at once), or when stopping.
@@ -105,7 +106,7 @@ func (l *loop) mayClaim(q *queueState, now time.Time) bool {
 	if l.cfg.Concurrency == 1 {
 		most = 1
 	}
-	return !q.dry && q.inflight < 2 && q.claiming < most && !now.Before(q.retryAt)
+	return !q.dry && q.inflight < 2 && q.claiming < most && !now.Before(q.retryAt) && !now.Before(q.limit.until)
 }
 
 // placeHeld places the claim replies of q in the order their calls were sent, each only

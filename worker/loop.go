@@ -106,6 +106,8 @@ type queueState struct {
 
 	failures int       // consecutive failed calls
 	retryAt  time.Time // no call before this after a failure
+
+	limit limitState // what its last claim met of the queue's limits (limit.go)
 }
 
 type claimReply struct {
@@ -286,6 +288,9 @@ func (l *loop) arm(now time.Time) {
 		at(l.giveUpAt())
 	}
 	for _, q := range l.queues {
+		if now.Before(q.limit.until) {
+			at(q.limit.until)
+		}
 		switch {
 		case now.Before(q.retryAt):
 			at(q.retryAt)
@@ -508,6 +513,7 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 	if wu.token == "" {
 		for _, q := range wu.on {
 			q.dry = false // look again: covers wake tokens lost with a crashed worker
+			q.limit.woken()
 		}
 		return
 	}
@@ -517,6 +523,7 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 		return
 	}
 	q.dry = false
+	q.limit.woken() // a slot may have freed
 	l.answered(q, now)
 	if wu.token == proto.WakeScheduled {
 		q.nextPromote = now // it may be due sooner than planned

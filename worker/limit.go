@@ -1,0 +1,68 @@
+package worker
+
+// How the loop obeys its queues' limits (queue.Client.SetLimit, `jobs limit set`). The
+// claim scripts check and take the limits in Redis; a claim they cut short says why and
+// until when, and the loop claims nothing more from that queue until then: for a rate,
+// exactly when the next token is due; for concurrency, when a freed slot's wake token
+// comes (the scripts that end a job push one), or at the latest when the earliest lease
+// expires (the slot of a worker that died). No polling, and the other queues of the
+// worker keep claiming as before. A change of the limits is announced on the notice
+// channel, and ends every such wait at once.
+
+import (
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/proto"
+)
+
+// limitState is what a queue's last claim met of its limits.
+type limitState struct {
+	conc  int       // the queue's concurrency limit (0: none)
+	by    string    // proto.LimitConcurrency or proto.LimitRate while waiting on it; else ""
+	until time.Time // no claim on the queue before this
+}
+
+// limitMet records what a claim's reply said of q's limits.
+func (l *loop) limitMet(q *queueState, lim proto.Limited, now time.Time) {
+	q.limit = limitState{conc: lim.Concurrency, by: lim.By}
+	if lim.By != "" {
+		// From the reply's arrival, not the script's run: later by up to a round trip,
+		// which for a rate only wastes a little of the token's time, never runs early.
+		q.limit.until = now.Add(lim.Wait)
+	}
+}
+
+// woken ends a wait on the concurrency limit: a wake token came (a slot freed, or a job
+// was made ready, which another worker's freed slot may now take), or the wait on wake
+// lists ended without one (a token may have been lost with a crashed worker).
+func (s *limitState) woken() {
+	if s.by == proto.LimitConcurrency {
+		s.until = time.Time{}
+	}
+}
+
+// waitsForSlot reports whether the queue waits on its concurrency limit: the loop's wait
+// then blocks on its wake list too, where a freed slot pushes a token.
+func (s *limitState) waitsForSlot(now time.Time) bool {
+	return s.by == proto.LimitConcurrency && now.Before(s.until)
+}
+
+// limitChanged ends any wait on the named queue's limits: an operator changed them.
+func (l *loop) limitChanged(name string) {
+	if q := l.byName[name]; q != nil {
+		q.limit.until = time.Time{}
+		q.dry = false
+	}
+}
+
+// capShares keeps a queue with a concurrency limit to the worker's free slots: a job
+// claimed ahead into the buffer would hold one of the queue's slots that another worker
+// could run now.
+func (l *loop) capShares() {
+	free := max(l.cfg.Concurrency-l.busy-len(l.buffer)-l.reserved-l.held, 0)
+	for _, q := range l.queues {
+		if q.limit.conc > 0 {
+			q.share = min(q.share, free)
+		}
+	}
+}
