@@ -1,0 +1,200 @@
+package queue
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
+)
+
+// claimLimited claims up to n jobs of q as worker "w" (lease 30s) through AckClaimLimited.
+func claimLimited(t *testing.T, c *Client, q string, n int) ([]*Job, proto.Limited) {
+	t.Helper()
+	_, jobs, lim, err := c.broker().AckClaimLimited(ctx, q, nil, nil, n, 30*time.Second, "w")
+	if err != nil {
+		t.Fatalf("AckClaimLimited() err = %v", err)
+	}
+	return jobs, lim
+}
+
+// The concurrency limit counts unexpired leases: a claim takes only the free slots, says
+// it met the limit and until when at the latest (the earliest lease deadline), and an
+// ack that frees a slot while jobs are ready pushes one wake token for it.
+func TestConcurrencyLimitCountsLeases(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	if err := c.SetLimit(ctx, "default", Limit{Concurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, 10)
+	c.rdb.Del(ctx, qk.wake) // the enqueues' tokens
+	jobs, lim := claimLimited(t, c, "default", 10)
+	if len(jobs) != 3 || lim.By != proto.LimitConcurrency || lim.Concurrency != 3 {
+		t.Fatalf("claim of 10 under concurrency 3 = %d jobs, %+v; want 3, by concurrency", len(jobs), lim)
+	}
+	if lim.Wait < 29*time.Second || lim.Wait > 31*time.Second {
+		t.Errorf("wait = %v, want about the lease (30s): the earliest lease deadline", lim.Wait)
+	}
+	if more, lim := claimLimited(t, c, "default", 5); len(more) != 0 || lim.By != proto.LimitConcurrency {
+		t.Errorf("claim at the limit = %d jobs, %+v; want none, by concurrency", len(more), lim)
+	}
+	if err := c.broker().Ack(ctx, jobs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.rdb.LLen(ctx, qk.wake).Val(); n != 1 {
+		t.Errorf("wake tokens after an ack freed a slot = %d, want 1", n)
+	}
+	if more, _ := claimLimited(t, c, "default", 5); len(more) != 1 {
+		t.Errorf("claim after one slot freed = %d jobs, want 1", len(more))
+	}
+	// An expired lease frees its slot with nothing to repair: it no longer counts.
+	c.rdb.ZAdd(ctx, qk.active, redis.Z{Score: 1, Member: jobs[1].ID})
+	if more, _ := claimLimited(t, c, "default", 5); len(more) != 1 {
+		t.Errorf("claim after a lease expired = %d jobs, want 1", len(more))
+	}
+}
+
+// The rate follows GCRA: a burst of B at once, then one token per period/rate; the
+// claim that meets it says exactly when the next token is due.
+func TestRateLimitGCRA(t *testing.T) {
+	c := setup(t, Config{})
+	if err := c.SetLimit(ctx, "default", Limit{Rate: 5, Period: time.Second, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, 10)
+	jobs, lim := claimLimited(t, c, "default", 10)
+	if len(jobs) != 2 || lim.By != proto.LimitRate {
+		t.Fatalf("claim of 10 under rate 5/s burst 2 = %d jobs, %+v; want 2, by rate", len(jobs), lim)
+	}
+	// Two tokens spent at t: tat = t+400ms, and the next is due at tat - (burst-1)*200ms.
+	if lim.Wait < 190*time.Millisecond || lim.Wait > 200*time.Millisecond {
+		t.Errorf("wait = %v, want 200ms less the call's time", lim.Wait)
+	}
+	if more, lim := claimLimited(t, c, "default", 10); len(more) != 0 || lim.By != proto.LimitRate {
+		t.Errorf("claim with no token = %d jobs, %+v; want none, by rate", len(more), lim)
+	}
+	time.Sleep(lim.Wait)
+	if more, _ := claimLimited(t, c, "default", 10); len(more) != 1 {
+		t.Errorf("claim when the next token is due = %d jobs, want 1", len(more))
+	}
+	s, err := c.Limits(ctx)
+	if err != nil || len(s) != 1 {
+		t.Fatalf("Limits() = %+v, %v; want one queue", s, err)
+	}
+	if s[0].Waiting() != RateLimit || s[0].NextToken.Sub(s[0].At) <= 0 || s[0].NextToken.Sub(s[0].At) > 200*time.Millisecond {
+		t.Errorf("Limits() = %+v (waiting %q); want waiting on the rate, next token within 200ms", s[0], s[0].Waiting())
+	}
+}
+
+// Limits change live: the next claim applies them, removing the last one deletes the
+// hash, and an unlimited queue's claim is untouched.
+func TestLimitChangedLive(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	enqueueN(t, c, 20)
+	if err := c.SetLimit(ctx, "default", Limit{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, _ := claimLimited(t, c, "default", 5); len(jobs) != 1 {
+		t.Errorf("claim under concurrency 1 = %d jobs, want 1", len(jobs))
+	}
+	if err := c.SetLimit(ctx, "default", Limit{Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, _ := claimLimited(t, c, "default", 5); len(jobs) != 3 {
+		t.Errorf("claim after raising to 4 = %d jobs, want 3", len(jobs))
+	}
+	// A rate added keeps the concurrency limit.
+	if err := c.SetLimit(ctx, "default", Limit{Rate: 1, Period: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.rdb.HGetAll(ctx, qk.limit).Val(); got["concurrency"] != "4" || got["rate"] != "1" || got["period_ms"] != "3600000" || got["burst"] != "1" {
+		t.Errorf("limit hash = %v, want concurrency 4, rate 1 per 3600000ms, burst 1", got)
+	}
+	if err := c.RemoveLimit(ctx, "default", ConcurrencyLimit); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, lim := claimLimited(t, c, "default", 5); len(jobs) != 1 || lim.By != proto.LimitRate || lim.Wait < 59*time.Minute {
+		t.Errorf("claim under rate 1/h = %d jobs, %+v; want 1, then by rate for about an hour", len(jobs), lim)
+	}
+	if err := c.RemoveLimit(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.rdb.Exists(ctx, qk.limit).Val(); n != 0 {
+		t.Errorf("limit hash exists after removing every limit")
+	}
+	if jobs, lim := claimLimited(t, c, "default", 5); len(jobs) != 5 || lim != (proto.Limited{}) {
+		t.Errorf("claim with no limit = %d jobs, %+v; want 5, no limit", len(jobs), lim)
+	}
+	if s, err := c.Limits(ctx); err != nil || len(s) != 0 {
+		t.Errorf("Limits() with none = %+v, %v; want none", s, err)
+	}
+}
+
+// Bad limits are refused with one line naming what is wrong, and write nothing.
+func TestSetLimitRefusesBadInput(t *testing.T) {
+	c := setup(t, Config{})
+	for _, tc := range []struct {
+		l    Limit
+		want string
+	}{
+		{Limit{}, "no limit given"},
+		{Limit{Concurrency: -1}, "concurrency -1"},
+		{Limit{Rate: -5, Period: time.Second}, "rate -5"},
+		{Limit{Rate: 5}, "period 0s"},
+		{Limit{Rate: 5, Period: 1500 * time.Microsecond}, "whole milliseconds"},
+		{Limit{Rate: 5, Period: time.Second, Burst: -1}, "burst -1"},
+		{Limit{Burst: 3}, "needs a rate"},
+		{Limit{Rate: 2_000_000, Period: time.Second}, "over one job per microsecond"},
+		{Limit{Concurrency: MaxLimit + 1}, "concurrency 1000000001"},
+	} {
+		err := c.SetLimit(ctx, "default", tc.l)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("SetLimit(%+v) err = %v, want one line of ErrInvalid saying %q", tc.l, err, tc.want)
+		}
+	}
+	if err := c.SetLimit(ctx, "bad queue", Limit{Concurrency: 1}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetLimit(bad queue) err = %v, want ErrInvalid", err)
+	}
+	if err := c.RemoveLimit(ctx, "default", "speed"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("RemoveLimit(speed) err = %v, want ErrInvalid", err)
+	}
+	if n := c.rdb.Exists(ctx, c.keys.queue("default").limit).Val(); n != 0 {
+		t.Errorf("a refused limit wrote the limit hash")
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		n      int
+		period time.Duration
+		bad    string
+	}{
+		{in: "20/s", n: 20, period: time.Second},
+		{in: "100/1m", n: 100, period: time.Minute},
+		{in: "5/500ms", n: 5, period: 500 * time.Millisecond},
+		{in: " 3 / h", n: 3, period: time.Hour},
+		{in: "20", bad: "want N/PERIOD"},
+		{in: "0/s", bad: "positive integer"},
+		{in: "-1/s", bad: "positive integer"},
+		{in: "x/s", bad: "positive integer"},
+		{in: "5/fortnight", bad: "positive duration"},
+		{in: "5/", bad: "positive duration"},
+		{in: "5/-1s", bad: "positive duration"},
+	} {
+		n, p, err := ParseRate(tc.in)
+		switch {
+		case tc.bad != "":
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("ParseRate(%q) err = %v, want ErrInvalid saying %q", tc.in, err, tc.bad)
+			}
+		case err != nil || n != tc.n || p != tc.period:
+			t.Errorf("ParseRate(%q) = %d, %v, %v; want %d, %v", tc.in, n, p, err, tc.n, tc.period)
+		}
+	}
+}
