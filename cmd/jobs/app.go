@@ -117,6 +117,7 @@ func newApp(e *env) *cli.App {
 			purgeCommand(e),
 			schedulerCommand(e),
 			cronCommand(e),
+			limitCommand(e),
 			benchCommand(e),
 			doctorCommand(e),
 		},

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
+)
+
+// jobs limit set, ls and rm: limits kept in Redis, listed with what the queue waits on,
+// and bad input refused with one line and exit 2.
+func TestLimitCommands(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, args := range [][]string{
+		{"limit", "set", "exports", "--concurrency", "2"},
+		{"limit", "set", "payments", "--rate", "10/s", "--burst", "3"},
+	} {
+		if r := jobs(t, p, "", args...); r.code != 0 || r.stderr != "" {
+			t.Fatalf("jobs %v = %+v, want exit 0", args, r)
+		}
+	}
+	for range 3 {
+		jobs(t, p, "", "enqueue", "--queue", "exports", "export")
+	}
+	r := jobs(t, p, "", "limit", "ls", "--json")
+	var rows []limitRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("limit ls --json = %+v (%v), want two queues", r, err)
+	}
+	if rows[0].Queue != "exports" || rows[0].Concurrency != 2 || rows[0].Running != 0 || rows[0].Waiting != "" ||
+		rows[1].Queue != "payments" || rows[1].Rate != 10 || rows[1].PeriodMS != 1000 || rows[1].Burst != 3 {
+		t.Errorf("limit ls --json = %+v, want exports concurrency 2 and payments 10/1000ms burst 3, nothing waiting", rows)
+	}
+	if r := jobs(t, p, "", "limit", "ls"); !strings.Contains(r.stdout, "payments  -            10/1s  3") {
+		t.Errorf("limit ls = %q, want a row for payments", r.stdout)
+	}
+	if r := jobs(t, p, "", "limit", "rm", "payments", "--rate"); r.code != 0 {
+		t.Fatalf("limit rm --rate = %+v", r)
+	}
+	if r := jobs(t, p, "", "limit", "ls"); strings.Contains(r.stdout, "payments") {
+		t.Errorf("limit ls after removing payments' only limit = %q, want it gone", r.stdout)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"limit", "set", "q"}, "needs --concurrency, --rate or both"},
+		{[]string{"limit", "set", "q", "--concurrency", "0"}, "--concurrency must be a positive integer, got 0"},
+		{[]string{"limit", "set", "q", "--concurrency", "-3"}, "--concurrency must be a positive integer, got -3"},
+		{[]string{"limit", "set", "q", "--concurrency", "many"}, "many"},
+		{[]string{"limit", "set", "q", "--rate", "20"}, "want N/PERIOD"},
+		{[]string{"limit", "set", "q", "--rate", "0/s"}, "positive integer"},
+		{[]string{"limit", "set", "q", "--rate", "5/fortnight"}, "positive duration"},
+		{[]string{"limit", "set", "q", "--rate", "5/1500us"}, "whole milliseconds"},
+		{[]string{"limit", "set", "q", "--burst", "4"}, "--burst needs --rate"},
+		{[]string{"limit", "set", "q", "--rate", "5/s", "--burst", "0"}, "--burst must be a positive integer"},
+		{[]string{"limit", "set", "bad queue", "--concurrency", "1"}, "queue name"},
+		{[]string{"limit", "set"}, "one queue name"},
+		{[]string{"limit", "rm"}, "one queue name"},
+	} {
+		r := jobs(t, p, "", tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("jobs %v = %+v, want exit 2 and one line saying %q", tc.args, r, tc.want)
+		}
+	}
+}
