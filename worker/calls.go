@@ -100,7 +100,7 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 		l.answered(q, now)
 		if n > 0 {
 			q.dry = len(jobs) < n && lim.By == ""
-			l.limitMet(q, lim, now)
+			l.limitMet(q, lim, sent)
 		}
 	}
 	q.replies[seq] = claimReply{jobs: jobs, sent: sent}

@@ -22,13 +22,16 @@ type limitState struct {
 	until time.Time // no claim on the queue before this
 }
 
-// limitMet records what a claim's reply said of q's limits.
-func (l *loop) limitMet(q *queueState, lim proto.Limited, now time.Time) {
+// limitMet records what the reply of a claim sent at sent said of q's limits.
+func (l *loop) limitMet(q *queueState, lim proto.Limited, sent time.Time) {
 	q.limit = limitState{conc: lim.Concurrency, by: lim.By}
 	if lim.By != "" {
-		// From the reply's arrival, not the script's run: later by up to a round trip,
-		// which for a rate only wastes a little of the token's time, never runs early.
-		q.limit.until = now.Add(lim.Wait)
+		// From the claim's sending, not its reply: the next claim then reaches Redis
+		// about when the token is due (half a round trip after the script ran, plus the
+		// wait). Timed from the reply, every start would come a round trip late, and
+		// GCRA does not give lost time back: at 20/s that was 2.6% under the rate. A
+		// claim that arrives early gets nothing and the exact rest of the wait.
+		q.limit.until = sent.Add(lim.Wait)
 	}
 }
 
