@@ -80,7 +80,8 @@
 //
 // Exec handlers (`jobs worker --run TYPE=COMMAND`) run a program per job: payload on
 // stdin, JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT in the environment, exit 0 for
-// success (stdout is the result), 75 to ask for a retry, 76 to snooze (ExitSnooze),
+// success (stdout is the result), 75 to ask for a retry, 76 to snooze (ExitSnooze: also
+// the answer to an upstream 429, with the Retry-After delay as stdout's last line),
 // anything else to fail. Progress lines "PERCENT [MESSAGE]" go to file descriptor 3
 // (JOB_PROGRESS_FD); bad lines are ignored.
 //
@@ -88,7 +89,8 @@
 //
 // HandleArgs registers a handler that gets its job's payload decoded into a Go type (see
 // queue.Args); Mux.Use wraps every handler of a Mux in middleware; Snooze asks for the
-// job to run again later without counting the attempt; Config.Types sets a timeout,
+// job to run again later without counting the attempt (RetryAfter, the same for an
+// upstream 429; a queue's own limits are set with queue.Client.SetLimit); Config.Types sets a timeout,
 // backoff or retry bound per job type; Config.OnError and OnDead are called for each
 // recorded failure and each death, a panic arriving as a *PanicError with its stack.
 // The causes of a handler's context (context.Cause) are ErrLeaseLost, ErrLeaseExpiring,

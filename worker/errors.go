@@ -77,7 +77,16 @@ func Snooze(d time.Duration) error {
 	return &postpone{after: max(d, time.Millisecond), snooze: true}
 }
 
-// IsSnooze reports whether err, or an error it wraps, came from Snooze.
+// RetryAfter is Snooze under the name of the HTTP header, for a handler whose upstream
+// answered "429 Too Many Requests, Retry-After: d": the job runs again after d, the
+// attempt not counted (it is exactly Snooze). An exec handler does the same by printing
+// the delay as its stdout's last line ("30s", or "30" seconds, as Retry-After gives it)
+// and exiting with ExitSnooze (76). For a limit every job of a queue must keep, set it on
+// the queue (queue.Client.SetLimit): workers then claim no job the limit would not let
+// run.
+func RetryAfter(d time.Duration) error { return Snooze(d) }
+
+// IsSnooze reports whether err, or an error it wraps, came from Snooze or RetryAfter.
 func IsSnooze(err error) bool {
 	var p *postpone
 	return errors.As(err, &p) && p.snooze

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +12,8 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// Snooze runs the job again later without counting the attempt or losing its last error.
+// Snooze, and RetryAfter (its alias for a 429), run the job again later without counting
+// the attempt or losing its last error, also when wrapped.
 func TestSnoozeDoesNotCountTheAttempt(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
@@ -24,8 +26,10 @@ func TestSnoozeDoesNotCountTheAttempt(t *testing.T) {
 		switch len(calls) {
 		case 1:
 			return errors.New("first failure")
-		case 2, 3:
+		case 2:
 			return Snooze(20 * time.Millisecond)
+		case 3:
+			return fmt.Errorf("payments API: %w", RetryAfter(20*time.Millisecond)) // a 429, wrapped
 		}
 		return nil
 	})})
@@ -36,7 +40,7 @@ func TestSnoozeDoesNotCountTheAttempt(t *testing.T) {
 	j := waitState(t, c, queue.DefaultQueue, id, queue.StateDone, 10*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
-	// Attempt 1 failed; attempt 2 snoozed twice, then succeeded: with max retry 1, a
+	// Attempt 1 failed; attempt 2 snoozed twice (Snooze, RetryAfter), then succeeded: with max retry 1, a
 	// counted snooze would have sent the job to the dead set.
 	if len(calls) != 4 || calls[3] != 2 || j.Attempt != 2 || j.Postponed != 2 {
 		t.Errorf("attempts seen %v, job attempt %d postponed %d; want [1 2 2 2], 2, 2", calls, j.Attempt, j.Postponed)
