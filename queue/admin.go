@@ -40,20 +40,34 @@ type QueueStats struct {
 	// nothing is ready. A growing latency with jobs ready means too few workers. JSON:
 	// latency_ms.
 	Latency time.Duration `json:"-"`
+	// WaitingOn says which of the queue's limits ([Client.SetLimit]) holds its ready jobs
+	// back now: ConcurrencyLimit or RateLimit, "" when none does (or none is ready), and
+	// WaitingUntil when the next job may start at the latest. JSON: waiting_on, and
+	// waiting_until (RFC 3339) when not zero.
+	WaitingOn    LimitKind `json:"waiting_on"`
+	WaitingUntil time.Time `json:"-"`
 }
 
-// MarshalJSON writes s with Latency as latency_ms, an integer of milliseconds.
+// MarshalJSON writes s with Latency as latency_ms, an integer of milliseconds, and
+// WaitingUntil as waiting_until when not zero.
 func (s QueueStats) MarshalJSON() ([]byte, error) {
 	type plain QueueStats
+	var until *time.Time
+	if !s.WaitingUntil.IsZero() {
+		t := s.WaitingUntil.UTC()
+		until = &t
+	}
 	return json.Marshal(struct {
 		plain
-		LatencyMS int64 `json:"latency_ms"`
-	}{plain(s), s.Latency.Milliseconds()})
+		LatencyMS    int64      `json:"latency_ms"`
+		WaitingUntil *time.Time `json:"waiting_until,omitempty"`
+	}{plain(s), s.Latency.Milliseconds(), until})
 }
 
-// Stats returns the counts of every known queue, sorted by name, with its live workers
-// and latency, in five round trips (the Redis clock for "today"; one pipeline of counts
-// and the head of each ready list; the registry, two; the heads' due times).
+// Stats returns the counts of every known queue, sorted by name, with its live workers,
+// latency and the limit it waits on, in six round trips (the Redis clock for "today"; one
+// pipeline of counts and the head of each ready list; the registry, two; the heads' due
+// times; the limits).
 func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	qs, err := c.Queues(ctx)
 	if err != nil {
@@ -97,6 +111,10 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	if err != nil {
 		return nil, err
 	}
+	limits, err := c.Limits(ctx, qs...)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
 	out := make([]QueueStats, len(qs))
 	for i, q := range qs {
 		x := cs[i]
@@ -106,6 +124,9 @@ func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(),
 			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f,
 			Workers: workers[q], Latency: latency[i]}
+		if out[i].Ready > 0 && !out[i].Paused {
+			out[i].WaitingOn, out[i].WaitingUntil = limits[i].Waiting(), limits[i].Until()
+		}
 	}
 	return out, nil
 }

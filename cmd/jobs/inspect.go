@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 func inspectCommand(e *env) *cli.Command {
@@ -43,6 +44,13 @@ func inspectCommand(e *env) *cli.Command {
 				return printJSON(e.stdout, job)
 			}
 			printJob(e.stdout, job)
+			if job.State == queue.StateReady {
+				// Say why a ready job is not running yet when its queue's limit holds it back.
+				if ls, err := client.Limits(c.Context, job.Queue); err == nil && len(ls) == 1 && ls[0].Waiting() != "" {
+					fmt.Fprintf(e.stdout, "waiting on  the queue's %s limit (%s, %d running) until %s\n",
+						ls[0].Waiting(), ls[0].Limit, ls[0].Running, ls[0].Until().UTC().Format("2006-01-02 15:04:05.000 UTC"))
+				}
+			}
 			return nil
 		},
 	}

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // jobs limit set, ls and rm: limits kept in Redis, listed with what the queue waits on,
@@ -35,6 +39,30 @@ func TestLimitCommands(t *testing.T) {
 	}
 	if r := jobs(t, p, "", "limit", "ls"); !strings.Contains(r.stdout, "payments  -            10/1s  3") {
 		t.Errorf("limit ls = %q, want a row for payments", r.stdout)
+	}
+	// Two of exports' jobs claimed: the third waits on the concurrency limit, and stats and
+	// inspect say so.
+	client, err := queue.NewClient(redistest.Shared(t).Client(t), queue.Config{Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := broker.Of(client).Claim(context.Background(), "exports", 5, time.Minute, "w"); err != nil || len(got) != 2 {
+		t.Fatalf("Claim() = %d jobs, %v; want 2 (concurrency 2)", len(got), err)
+	}
+	r = jobs(t, p, "", "stats", "--json")
+	if !strings.Contains(r.stdout, `"name":"exports","ready":1,`) || !strings.Contains(r.stdout, `"waiting_on":"concurrency"`) ||
+		!strings.Contains(r.stdout, `"waiting_until":"`) {
+		t.Errorf("stats --json = %s, want exports waiting on its concurrency limit", r.stdout)
+	}
+	if r := jobs(t, p, "", "stats"); !strings.Contains(r.stdout, "concurrency until ") {
+		t.Errorf("stats = %s, want exports waiting on its concurrency limit", r.stdout)
+	}
+	ready, err := client.List(context.Background(), "exports", queue.StateReady, 0, 1)
+	if err != nil || len(ready) != 1 {
+		t.Fatalf("List(ready) = %v, %v", ready, err)
+	}
+	if r := jobs(t, p, "", "inspect", ready[0].ID); !strings.Contains(r.stdout, "waiting on  the queue's concurrency limit (concurrency 2, 2 running) until ") {
+		t.Errorf("inspect of a job held back by the limit = %s, want it to say so", r.stdout)
 	}
 	if r := jobs(t, p, "", "limit", "rm", "payments", "--rate"); r.code != 0 {
 		t.Fatalf("limit rm --rate = %+v", r)

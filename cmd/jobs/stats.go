@@ -20,7 +20,8 @@ func statsCommand(e *env) *cli.Command {
 		Usage: "count every queue's jobs by state, today's processed and failed attempts, live workers and latency",
 		Description: "WORKERS counts the live workers claiming from the queue (jobs workers lists them);\n" +
 			"LATENCY is the age of the queue's oldest ready job (the next to be claimed), since it\n" +
-			"became due: growing with jobs ready, the queue needs more workers. --watch redraws every\n" +
+			"became due: growing with jobs ready, the queue needs more workers. WAITING ON names the\n" +
+			"limit (jobs limit ls) that holds its ready jobs back now, and until when. --watch redraws every\n" +
 			"second with the throughput since the last draw. --history prints, per queue, the\n" +
 			"attempts processed and failed and the p50/p95 run and wait times (wait: from due to\n" +
 			"start) from the metrics history workers keep in Redis: 1h per minute, 24h and 7d per\n" +
@@ -105,9 +106,18 @@ func statsCommand(e *env) *cli.Command {
 	}
 }
 
+// waitingOn is the WAITING ON column: the limit that holds the queue's ready jobs back,
+// and until when (jobs limit ls shows the limits).
+func waitingOn(s queue.QueueStats) string {
+	if s.WaitingOn == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s until %s", s.WaitingOn, s.WaitingUntil.UTC().Format("15:04:05.000"))
+}
+
 func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64, watch bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := "QUEUE\tREADY\tSCHEDULED\tACTIVE\tRETRY\tDEAD\tDONE\tPAUSED\tPROCESSED TODAY\tFAILED TODAY\tWORKERS\tLATENCY\t"
+	head := "QUEUE\tREADY\tSCHEDULED\tACTIVE\tRETRY\tDEAD\tDONE\tPAUSED\tPROCESSED TODAY\tFAILED TODAY\tWORKERS\tLATENCY\tWAITING ON\t"
 	if watch {
 		head += "JOBS/S\t"
 	}
@@ -121,8 +131,8 @@ func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64,
 		if s.Ready > 0 {
 			latency = s.Latency.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t", s.Name, s.Ready, s.Scheduled, s.Active,
-			s.Retry, s.Dead, s.Done, paused, s.ProcessedToday, s.FailedToday, s.Workers, latency)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t", s.Name, s.Ready, s.Scheduled, s.Active,
+			s.Retry, s.Dead, s.Done, paused, s.ProcessedToday, s.FailedToday, s.Workers, latency, waitingOn(s))
 		if watch {
 			if r, ok := rates[s.Name]; ok {
 				fmt.Fprintf(tw, "%.0f\t", r)
