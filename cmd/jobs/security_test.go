@@ -127,7 +127,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+hget +hmget +hgetall +hset +hdel +hincrby " +
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
-	"+zadd +zrem +zcard +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
+	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xrange +xinfo|stream"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
@@ -171,6 +171,8 @@ func TestACLUser(t *testing.T) {
 	run("cron", "rm", "n")
 	run("doctor")
 	run("purge", "default", "--state", "scheduled", "--yes")
+	run("limit", "set", "default", "--concurrency", "100", "--rate", "1000/s") // the worker below claims under them
+	run("limit", "ls")
 	aclCancelNotice(t, srv, admin)
 	// A worker and a scheduler: claim, heartbeat with progress, ack, exclusive lock, cron
 	// lock, the metrics history's flush.
