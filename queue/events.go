@@ -39,6 +39,7 @@ const (
 	EventPurged     EventName = "purged"      // an operator deleted jobs (Purge): one event per batch of up to 1000, ID empty, Error says how many
 	EventPaused     EventName = "paused"      // the queue was paused (ID empty)
 	EventResumed    EventName = "resumed"     // the queue was resumed (ID empty)
+	EventLimit      EventName = "limit"       // the queue's limits changed (ID empty; Error says the limits now, "" when none is left)
 )
 
 // Event is one entry of a queue's event stream (`jobs:{queue}:events`).
