@@ -223,3 +223,47 @@ func BenchmarkAckClaimEvents(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAckClaimLimits is BenchmarkAckClaim's combined round (ack n, claim n, one call)
+// on a queue without limits and on one whose limits never bind (concurrency 10,000, rate
+// 1,000,000/s with burst 1,000): what checking and taking the limits costs a busy worker.
+// Compare the ns/op of the two, interleaved with -count.
+func BenchmarkAckClaimLimits(b *testing.B) {
+	for _, batch := range []int{10, 100} {
+		for _, v := range []struct {
+			name  string
+			limit Limit
+		}{{"none", Limit{}}, {"unbound", Limit{Concurrency: 10_000, Rate: 1_000_000, Period: time.Second, Burst: 1000}}} {
+			b.Run(fmt.Sprintf("batch=%d/limits=%s", batch, v.name), func(b *testing.B) {
+				c := benchClient(b)
+				if v.limit != (Limit{}) {
+					if err := c.SetLimit(ctx, "default", v.limit); err != nil {
+						b.Fatal(err)
+					}
+				}
+				refill := make([]BatchJob, 2000)
+				for i := range refill {
+					refill[i] = BatchJob{Type: "bench", Payload: payload100}
+				}
+				var held []*Job
+				ready := 0
+				for b.Loop() {
+					if ready < batch {
+						b.StopTimer()
+						if _, err := c.EnqueueBatch(ctx, refill); err != nil {
+							b.Fatal(err)
+						}
+						ready += len(refill)
+						b.StartTimer()
+					}
+					_, jobs, lim, err := c.broker().AckClaimLimited(ctx, "default", held, make([][]byte, len(held)), batch, time.Minute, "w")
+					if err != nil || len(jobs) != batch || lim.By != "" {
+						b.Fatalf("round = %d jobs, %+v, %v; want %d, no limit met", len(jobs), lim, err, batch)
+					}
+					held, ready = jobs, ready-len(jobs)
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+			})
+		}
+	}
+}

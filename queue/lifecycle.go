@@ -62,7 +62,7 @@ func (c broker) Claim(ctx context.Context, queue string, n int, lease time.Durat
 // decodeClaimed decodes claim.lua's reply: {now_us, limit, job, job, ...}, each job its
 // hash as a flat field/value array followed by its ID, attempt and place k in the claim.
 // now_us, Redis TIME in microseconds, becomes the jobs' StartedAt; limit is
-// {concurrency, why, wait_us} (see claim.lua).
+// {concurrency, why, wait_us, free} (see claim.lua).
 func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limited, error) {
 	bad := fmt.Errorf("claim from %s: %w", queue, errBadReply)
 	if len(res) < 2 {
@@ -98,19 +98,21 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limite
 	return jobs, lim, nil
 }
 
-// decodeLimited decodes the limit part of a claim's reply, {concurrency, why, wait_us}.
+// decodeLimited decodes the limit part of a claim's reply, {concurrency, why, wait_us,
+// free}.
 func decodeLimited(v any) (proto.Limited, bool) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 3 {
+	if !ok || len(a) != 4 {
 		return proto.Limited{}, false
 	}
 	conc, ok1 := a[0].(int64)
 	why, ok2 := a[1].(int64)
 	wait, ok3 := a[2].(int64)
-	if !ok1 || !ok2 || !ok3 {
+	free, ok4 := a[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return proto.Limited{}, false
 	}
-	lim := proto.Limited{Concurrency: int(conc), Wait: time.Duration(wait) * time.Microsecond}
+	lim := proto.Limited{Concurrency: int(conc), Free: int(free), Wait: time.Duration(wait) * time.Microsecond}
 	switch why {
 	case 1:
 		lim.By = proto.LimitConcurrency

@@ -37,6 +37,6 @@ local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], ev = event_buf(KEYS
   dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6])}
 local now = now_ms()
 local out = ack_jobs(k, now, ARGV, 8)
-wake_freed(KEYS[5], KEYS[1], KEYS[6], KEYS[7], k.freed, now)
+wake_freed(KEYS[5], KEYS[1], KEYS[6], KEYS[7], k.freed, 0, now)
 write_events(k.ev)
 return out

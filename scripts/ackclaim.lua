@@ -47,7 +47,7 @@ local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[
 local acks = ack_jobs(k, now, ARGV, 12)
 local out, limit = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
   tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev)
-wake_freed(KEYS[7], active, KEYS[3], KEYS[8], k.freed, now)
+wake_freed(KEYS[7], active, KEYS[3], KEYS[8], k.freed, #out, now)
 write_events(k.ev)
 table.insert(out, 1, limit)
 table.insert(out, 1, us)

@@ -66,7 +66,7 @@ for i = 6, #ARGV, 5 do
   end
 end
 wake(wakes, math.min(retries, 1), 's')
-wake_freed(KEYS[6], active, KEYS[7], wakes, failed, now)
+wake_freed(KEYS[6], active, KEYS[7], wakes, failed, 0, now)
 write_events(ev)
 count(stats, 'processed', now, failed)
 count(stats, 'failed', now, failed)

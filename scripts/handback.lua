@@ -94,10 +94,10 @@ end
 -- Jobs made ready bring their own 'r' tokens; the other slots freed wake a waiting worker.
 if delay > 0 then
   wake(wakes, math.min(n, 1), 's')
-  wake_freed(KEYS[7], active, ready, wakes, freed, now)
+  wake_freed(KEYS[7], active, ready, wakes, freed, 0, now)
 else
   wake(wakes, n, 'r')
-  if freed > n then wake_freed(KEYS[7], active, ready, wakes, freed - n, now or now_ms()) end
+  if freed > n then wake_freed(KEYS[7], active, ready, wakes, freed - n, 0, now or now_ms()) end
 end
 write_events(ev)
 return out

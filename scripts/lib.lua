@@ -286,8 +286,8 @@ local function limit_room(limit, active, n, now, now_us)
   local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat')
   local g = {n = n, conc = tonumber(l[1]) or 0}
   if g.conc > 0 then
-    local free = g.conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
-    if free < g.n then g.n, g.why = math.max(free, 0), 1 end
+    g.free = g.conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
+    if g.free < g.n then g.n, g.why = math.max(g.free, 0), 1 end
   end
   local rate = tonumber(l[2])
   if rate and rate > 0 then
@@ -309,21 +309,24 @@ local function limit_take(limit, g, m)
   end
 end
 
--- limit_reply is the limit part of a claim's reply: {concurrency, why, wait_us}. why is g.why
+-- limit_reply is the limit part of a claim's reply: {concurrency, why, wait_us, free}. free
+-- is, with a concurrency limit, how many slots this claim left free (m: jobs it claimed;
+-- else 0). why is g.why
 -- when a limit cut the claim short and jobs are left in ready (else 0: the claim got all
 -- it asked for, or the queue ran dry); wait_us is then how long until the next slot or
 -- token: for the rate, exactly when the next token is due (m tokens taken); for
 -- concurrency, when the earliest lease expires (a freed slot also pushes a wake token, see
 -- wake_freed; this is for the slot of a worker that died).
 local function limit_reply(g, ready, active, m, now, now_us)
-  if not g.why or redis.call('LLEN', ready) == 0 then return {g.conc, 0, 0} end
+  local free = math.max((g.free or 0) - m, 0)
+  if not g.why or redis.call('LLEN', ready) == 0 then return {g.conc, 0, 0, free} end
   if g.why == 2 then
-    return {g.conc, 2, math.max(g.base + m * g.tau - (g.burst - 1) * g.tau - now_us, 1)}
+    return {g.conc, 2, math.max(g.base + m * g.tau - (g.burst - 1) * g.tau - now_us, 1), free}
   end
   local first = redis.call('ZRANGEBYSCORE', active, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local wait = 1000
   if first[2] then wait = (tonumber(first[2]) + 1) * 1000 - now_us end
-  return {g.conc, 1, math.max(wait, 1)}
+  return {g.conc, 1, math.max(wait, 1), free}
 end
 
 -- claim_jobs moves up to n jobs from ready to active (claim.lua, ackclaim.lua), each under
@@ -338,7 +341,7 @@ end
 -- the caller writes it, after the RPOP: the first write). The rate's tokens are taken
 -- after the RPOP too, one per job claimed (a stale ID dropped takes none).
 local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, worker, token, now, now_us, ev)
-  if n <= 0 or redis.call('EXISTS', paused) == 1 then return {}, {0, 0, 0} end
+  if n <= 0 or redis.call('EXISTS', paused) == 1 then return {}, {0, 0, 0, 0} end
   local g = limit_room(limit, active, n, now, now_us)
   local ids
   if g.n > 0 then ids = redis.call('RPOP', ready, g.n) end
@@ -385,12 +388,16 @@ end
 
 -- wake_freed wakes workers waiting on the queue's concurrency limit after a script freed
 -- slots (ack, fail, hand back with a delay, reap to dead): one 'r' token per slot freed
--- and still free, only when jobs are ready to take it, so a freed slot wakes one waiting
--- worker, not a herd. limit: jobs:{q}:limit; now in ms. Nothing for a queue without a
--- concurrency limit (one HGET).
-local function wake_freed(limit, active, ready, wakes, freed, now)
+-- and still free, only when the queue was full before (else no claim was refused, and no
+-- worker waits on it) and jobs are ready to take the slot, so a freed slot wakes one
+-- waiting worker, not a herd, and a limit that never binds pushes nothing. limit:
+-- jobs:{q}:limit; freed: slots this script freed; taken: jobs it claimed after freeing
+-- them (ackclaim); now in ms. Nothing for a queue without a concurrency limit (one HGET).
+local function wake_freed(limit, active, ready, wakes, freed, taken, now)
   if freed <= 0 then return end
   local conc = tonumber(redis.call('HGET', limit, 'concurrency'))
-  if not conc or redis.call('LLEN', ready) == 0 then return end
-  wake(wakes, math.min(freed, conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')), 'r')
+  if not conc then return end
+  local free = conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
+  if free + taken - freed > 0 or redis.call('LLEN', ready) == 0 then return end
+  wake(wakes, math.min(freed, free), 'r')
 end

@@ -57,7 +57,7 @@ for _, id in ipairs(expired) do
   end
 end
 wake(wakes, n_ready, 'r')
-wake_freed(KEYS[6], active, ready, wakes, #expired - n_ready, now)
+wake_freed(KEYS[6], active, ready, wakes, #expired - n_ready, 0, now)
 write_events(ev)
 count(stats, 'processed', now, #expired)
 count(stats, 'failed', now, #expired)

@@ -18,13 +18,14 @@ import (
 // limitState is what a queue's last claim met of its limits.
 type limitState struct {
 	conc  int       // the queue's concurrency limit (0: none)
+	free  int       // slots the last claim left free under it
 	by    string    // proto.LimitConcurrency or proto.LimitRate while waiting on it; else ""
 	until time.Time // no claim on the queue before this
 }
 
 // limitMet records what the reply of a claim sent at sent said of q's limits.
 func (l *loop) limitMet(q *queueState, lim proto.Limited, sent time.Time) {
-	q.limit = limitState{conc: lim.Concurrency, by: lim.By}
+	q.limit = limitState{conc: lim.Concurrency, free: lim.Free, by: lim.By}
 	if lim.By != "" {
 		// From the claim's sending, not its reply: the next claim then reaches Redis
 		// about when the token is due (half a round trip after the script ran, plus the
@@ -58,14 +59,16 @@ func (l *loop) limitChanged(name string) {
 	}
 }
 
-// capShares keeps a queue with a concurrency limit to the worker's free slots: a job
-// claimed ahead into the buffer would hold one of the queue's slots that another worker
-// could run now.
+// capShares keeps the claims of a queue with a concurrency limit to the worker's free
+// slots and half the queue's slots its last claim left free: a job claimed ahead into
+// the buffer holds one of the queue's slots that another worker could run now, so near
+// the limit a worker claims only what it runs at once, and far from it (a limit that
+// never binds) it claims ahead as on any queue.
 func (l *loop) capShares() {
 	free := max(l.cfg.Concurrency-l.busy-len(l.buffer)-l.reserved-l.held, 0)
 	for _, q := range l.queues {
 		if q.limit.conc > 0 {
-			q.share = min(q.share, free)
+			q.share = min(q.share, free+q.limit.free/2)
 		}
 	}
 }

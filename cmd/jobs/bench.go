@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobs-dev/jobs/internal/bench"
 	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 func benchCommand(e *env) *cli.Command {
@@ -28,11 +29,22 @@ func benchCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "concurrency", Value: bench.DefaultConcurrency, Usage: "enqueuing goroutines, or worker concurrency"},
 			&cli.IntFlag{Name: "payload", Value: 100, Usage: "payload bytes per job"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as one JSON object"},
+			&cli.IntFlag{Name: "limit-concurrency", Usage: "set this concurrency limit on the run's queue (jobs limit set)"},
+			&cli.StringFlag{Name: "limit-rate", Usage: "set this rate limit (`N/PERIOD`) on the run's queue"},
+			&cli.IntFlag{Name: "limit-burst", Usage: "with --limit-rate, its burst"},
 			&cli.BoolFlag{Name: "history", Value: true, Usage: "keep the worker's metrics history (--history=false: measure its cost; --events 0 turns the events off)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("bench takes no arguments, got %q", c.Args().First())
+			}
+			limit := queue.Limit{Concurrency: c.Int("limit-concurrency"), Burst: c.Int("limit-burst")}
+			if c.IsSet("limit-rate") {
+				n, period, err := queue.ParseRate(c.String("limit-rate"))
+				if err != nil {
+					return usagef("--limit-rate: %v", err)
+				}
+				limit.Rate, limit.Period = n, period
 			}
 			client, err := connect(c)
 			if err != nil {
@@ -47,9 +59,9 @@ func benchCommand(e *env) *cli.Command {
 			rec, err := bench.Run(c.Context, broker.Of(client).Redis(), c.String("prefix"), bench.Options{
 				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
 				Payload: c.Int("payload"), Progress: progress, Events: events,
-				NoHistory: !c.Bool("history"),
+				NoHistory: !c.Bool("history"), Limit: limit,
 			})
-			if errors.Is(err, bench.ErrInvalid) {
+			if errors.Is(err, bench.ErrInvalid) || errors.Is(err, queue.ErrInvalid) {
 				return usagef("%v", err)
 			}
 			if err != nil {

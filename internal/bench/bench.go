@@ -80,6 +80,10 @@ type Options struct {
 	// NoHistory turns the worker's metrics history off (worker.Config.HistoryInterval
 	// negative), so its cost can be measured.
 	NoHistory bool
+	// Limit, when not zero, is set on the run's queue before it starts (queue.SetLimit),
+	// so the cost of limits, or a binding rate's accuracy, can be measured. It is removed
+	// before the cleanup.
+	Limit queue.Limit
 }
 
 // Record is the result of one run: one JSON line of the benchmark contract (DESIGN.md).
@@ -124,6 +128,12 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 	}
 	defer b.prog.close()
 
+	limited := o.Limit != (queue.Limit{})
+	if limited {
+		if err := client.SetLimit(ctx, b.queue, o.Limit); err != nil {
+			return Record{}, fmt.Errorf("bench: %w", err)
+		}
+	}
 	var rec Record
 	switch o.Mode {
 	case ModeEnqueue:
@@ -138,6 +148,11 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 		rec, err = b.delay(ctx)
 	case ModeMemory:
 		rec, err = b.memory(ctx)
+	}
+	if limited {
+		if lerr := client.RemoveLimit(context.WithoutCancel(ctx), b.queue); lerr != nil {
+			err = errors.Join(err, fmt.Errorf("bench: %w", lerr))
+		}
 	}
 	if cerr := b.cleanup(ctx); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("bench: cleanup of queue %s: %w", b.queue, cerr))

@@ -49,10 +49,10 @@ const (
 
 // Limited is what a claim's reply says of its queue's limits (jobs:{q}:limit).
 type Limited struct {
-	// Concurrency is the queue's concurrency limit (0: none): a worker claims no more of
-	// its jobs than it has free slots, since jobs it buffered would hold slots others
-	// could run.
-	Concurrency int
+	// Concurrency is the queue's concurrency limit (0: none), and Free the slots the
+	// claim left free under it: a worker claims ahead (jobs it buffers hold slots others
+	// could run) only into part of what is free.
+	Concurrency, Free int
 	// By is why the claim got fewer jobs than it asked for while jobs were left ready:
 	// LimitConcurrency or LimitRate; "" when no limit cut it.
 	By string
