@@ -82,7 +82,16 @@ func countingWorker() int {
 			if err := counter.HIncrBy(context.WithoutCancel(ctx), runsKey(prefix), j.ID, 1).Err(); err != nil {
 				return err
 			}
+			// With JOBS_TEST_RUNNING, the handler is in the running set while it works, so
+			// the parent counts running handlers across processes (limit_fault_test.go).
+			running := os.Getenv("JOBS_TEST_RUNNING") != ""
+			if running {
+				counter.ZAdd(context.WithoutCancel(ctx), runningKey(prefix), redis.Z{Member: j.ID + "@" + id})
+			}
 			time.Sleep(work + rand.N(work+1))
+			if running {
+				counter.ZRem(context.WithoutCancel(ctx), runningKey(prefix), j.ID+"@"+id)
+			}
 			worker.SetResult(ctx, []byte(id))
 			return nil
 		}),
@@ -99,6 +108,9 @@ func countingWorker() int {
 
 // runsKey is the test's hash of job ID -> runs started, written by countingWorker.
 func runsKey(prefix string) string { return prefix + ":test:runs" }
+
+// runningKey is the ZSET of the handlers running now (JOBS_TEST_RUNNING): "<job>@<worker>".
+func runningKey(prefix string) string { return prefix + ":test:running" }
 
 // enqueuer is a child process (JOBS_TEST_CHILD=enqueuer) that enqueues jobs of type "ok"
 // one after another on JOBS_TEST_REDIS until SIGTERM, printing "ok ID" once Redis has
