@@ -10,13 +10,15 @@
 -- then ARGV[...+2k], [...+2k+1] id, lease token: one pair per other job
 --                               (<= 1000 jobs in all, queue's proto.MaxBatch)
 -- Returns  {lost, cancelled}: the lease tokens that are lost (the job's token is another,
---          or the job is gone: their runs must stop, and nothing of theirs will be
+--          its lease deadline passed, or the job is gone: their runs must stop, and nothing of theirs will be
 --          accepted, progress included), and the tokens of jobs an operator cancelled
 --          (`jobs cancel`: their runs must stop). Tokens, not IDs: one worker may briefly
 --          hold two runs of a job.
 -- Clock    Redis TIME: the deadline and progress_at.
--- Invariant a lease is renewed, and progress written, only with the job's current token:
---          a worker that lost the lease cannot overwrite what the new run reports. The
+-- Invariant a lease is renewed, and progress written, only with the job's current token
+--          and before its deadline: a worker that lost the lease cannot overwrite what the
+--          new run reports, and an expired lease never comes back (so unexpired leases
+--          never exceed a queue's concurrency limit). The
 --          first write is the ZREM from active (see below), then the progress HSETs.
 
 local active, prefix, lease_ms, p = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -24,9 +26,14 @@ local now = now_ms()
 local deadline = now + lease_ms
 local lost, cancelled, renewed, ids, progress = {}, {}, {}, {}, {}
 
+-- A lease whose deadline has passed is lost too, though its token still matches: reap
+-- may take the job at any moment, and its slot already counts as free to a queue's
+-- concurrency limit (claims count unexpired leases), so renewing it could put the queue
+-- over its limit. Lost, it is the same whether the reap or the heartbeat runs first.
 local function renew(id, token)
   local job = redis.call('HMGET', prefix .. id, 'lease', 'cancel')
-  if not holds(job[1], token) then
+  local d = tonumber(redis.call('ZSCORE', active, id))
+  if not holds(job[1], token) or not d or d <= now then
     table.insert(lost, token)
     return false
   end
