@@ -75,11 +75,15 @@ func Source(name string) (string, error) {
 }
 
 // libFor returns what src needs of lib: lib's opening comment, then each of its
-// "local function NAME" definitions, with the comment lines right above it, that src
-// calls or that such a definition calls, in lib's order.
+// "local function NAME" definitions that src calls or that such a definition calls, in
+// lib's order, without the comment block above each: Redis keeps every script's text in
+// its script cache, which counts against maxmemory (on a Redis filled to it, the
+// comments of the functions limits added left too little room to enqueue again after a
+// purge), and those comments are read in lib.lua, not in Redis.
 func libFor(lib, src string) string {
 	lines := strings.SplitAfter(lib, "\n")
 	var starts []int // index of the first line (comments included) of each definition
+	var defs []int   // index of each definition's own line
 	var names []string
 	for i, line := range lines {
 		rest, ok := strings.CutPrefix(line, "local function ")
@@ -91,7 +95,7 @@ func libFor(lib, src string) string {
 		for start > 0 && strings.HasPrefix(lines[start-1], "--") {
 			start--
 		}
-		starts, names = append(starts, start), append(names, strings.TrimSpace(name))
+		starts, defs, names = append(starts, start), append(defs, i), append(names, strings.TrimSpace(name))
 	}
 	if len(starts) == 0 {
 		return lib
@@ -102,7 +106,7 @@ func libFor(lib, src string) string {
 		if k+1 < len(starts) {
 			end = starts[k+1]
 		}
-		text[k] = strings.Join(lines[starts[k]:end], "")
+		text[k] = strings.Join(lines[defs[k]:end], "")
 	}
 	need := make([]bool, len(starts))
 	for changed, from := true, src; changed; {
