@@ -93,3 +93,35 @@ func TestClusterWaitAcrossNodes(t *testing.T) {
 		t.Errorf("Wait(200ms) took %s", d)
 	}
 }
+
+// On a cluster, each queue's limits live in its own slot with its other keys: limits on
+// queues of three masters apply to each queue's claims, and Limits reads them all in one
+// pipelined round trip.
+func TestClusterLimits(t *testing.T) {
+	if !redistest.ClusterMode() {
+		t.Skip("runs on a Redis Cluster: JOBS_TEST_CLUSTER=1 (make test runs it)")
+	}
+	c := setup(t, Config{})
+	qs := queuesOnDistinctNodes(t, c, 3)
+	for i, q := range qs {
+		if err := c.SetLimit(ctx, q, Limit{Concurrency: i + 1}); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			mustEnqueue(t, c, "a", On(q))
+		}
+		_, jobs, lim, err := c.broker().AckClaimLimited(ctx, q, nil, nil, 5, time.Minute, "w")
+		if err != nil || len(jobs) != i+1 || lim.By != proto.LimitConcurrency {
+			t.Errorf("claim on %s under concurrency %d = %d jobs, %+v, %v", q, i+1, len(jobs), lim, err)
+		}
+	}
+	ls, err := c.Limits(ctx, qs...)
+	if err != nil || len(ls) != 3 {
+		t.Fatalf("Limits() = %+v, %v", ls, err)
+	}
+	for i, s := range ls {
+		if s.Queue != qs[i] || s.Concurrency != i+1 || s.Running != i+1 || s.Waiting() != ConcurrencyLimit {
+			t.Errorf("Limits()[%d] = %+v, want %s at its limit %d", i, s, qs[i], i+1)
+		}
+	}
+}
