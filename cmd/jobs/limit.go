@@ -24,7 +24,8 @@ func limitCommand(e *env) *cli.Command {
 				Description: "--concurrency N: at most N of the queue's jobs run at once, across all workers\n" +
 					"(jobs a worker claimed ahead count; a dead worker's slots return when its leases expire).\n" +
 					"--rate N/PERIOD: at most N job starts (retries included) per PERIOD, evenly spaced;\n" +
-					"with --burst B, up to B at once and at most N+B-1 in any PERIOD (GCRA).\n" +
+					"with --burst B, up to B at once and at most N+B-1 in any PERIOD (GCRA). Above about\n" +
+					"100/s give a burst of about N/100: each start without one is a claim of its own.\n" +
 					"PERIOD is a duration (500ms, 10s, 1m) or a unit (s, m, h). Examples:\n\n" +
 					"   jobs limit set exports --concurrency 5\n" +
 					"   jobs limit set payments --rate 100/s --burst 20",
