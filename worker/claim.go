@@ -55,6 +55,7 @@ func (l *loop) slowed() { l.avg = max(l.avg, l.aheadUntil) }
 // queues that may have jobs, by weight: each job goes to a queue drawn with probability
 // weight/total.
 func (l *loop) exchange(now time.Time) {
+	l.ackFrees()
 	want := 0
 	if !l.stopping {
 		want = l.room()

@@ -45,6 +45,17 @@ func (s *limitState) woken() {
 	}
 }
 
+// ackFrees ends the wait on the concurrency limit of a queue with acks to send: the call
+// that carries them frees their slots before its claim, so it may claim them at once,
+// with no wake token round trip.
+func (l *loop) ackFrees() {
+	for _, q := range l.queues {
+		if len(q.acks) > 0 {
+			q.limit.woken()
+		}
+	}
+}
+
 // waitsForSlot reports whether the queue waits on its concurrency limit: the loop's wait
 // then blocks on its wake list too, where a freed slot pushes a token.
 func (s *limitState) waitsForSlot(now time.Time) bool {
