@@ -21,10 +21,9 @@
 --          flat field/value array (HGETALL, read before this claim's writes) followed by
 --          its ID, its attempt (this run's) and k. The claim also set state = active and
 --          worker. limit is {concurrency, why, wait_us, free} (limit_reply in lib.lua): the
---          queue's concurrency limit (0: none) and the slots this claim left free, and
---          when a limit cut this claim short
---          with jobs left in ready, why (1 concurrency, 2 rate; else 0) and the wait until
---          the next slot or token. Just {now_us, limit} when the queue is paused or has
+--          queue's concurrency limit (0: none) and the slots this claim left free; and,
+--          when a limit cut this claim short with jobs left in ready, why (1 concurrency,
+--          2 rate; else 0) and the wait in us until the next slot or token. Just {now_us, limit} when the queue is paused or has
 --          nothing ready, or its limits allow nothing now.
 -- Clock    Redis TIME, read once. now_us orders claims: no two scripts share a
 --          microsecond (Redis runs one script at a time, and each takes longer than 1us),
