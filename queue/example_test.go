@@ -148,3 +148,30 @@ func ExampleClient_Processes() {
 	// <nil> <nil>
 	// 0
 }
+
+func ExampleClient_SetLimit() {
+	ctx := context.Background()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-limit"})
+	if err != nil {
+		panic(err)
+	}
+	// At most 5 exports at once across all workers, and at most 100 starts a second,
+	// up to 20 at once.
+	n, period, _ := queue.ParseRate("100/s") // what `jobs limit set --rate` takes
+	err = client.SetLimit(ctx, "exports", queue.Limit{Concurrency: 5, Rate: n, Period: period, Burst: 20})
+	if err != nil {
+		panic(err)
+	}
+	ls, _ := client.Limits(ctx)
+	fmt.Println(ls[0].Queue, ls[0].Limit, ls[0].Running, ls[0].Waiting() == "")
+
+	err = client.SetLimit(ctx, "exports", queue.Limit{Concurrency: 0, Rate: -1})
+	fmt.Println(errors.Is(err, queue.ErrInvalid))
+	_ = client.RemoveLimit(ctx, "exports", queue.RateLimit)
+	ls, _ = client.Limits(ctx)
+	fmt.Println(ls[0].Limit)
+	// Output:
+	// exports concurrency 5, rate 100/1s burst 20 0 true
+	// true
+	// concurrency 5
+}

@@ -173,6 +173,8 @@ func TestACLUser(t *testing.T) {
 	run("purge", "default", "--state", "scheduled", "--yes")
 	run("limit", "set", "default", "--concurrency", "100", "--rate", "1000/s") // the worker below claims under them
 	run("limit", "ls")
+	run("limit", "set", "other", "--concurrency", "1")
+	run("limit", "rm", "other")
 	aclCancelNotice(t, srv, admin)
 	// A worker and a scheduler: claim, heartbeat with progress, ack, exclusive lock, cron
 	// lock, the metrics history's flush.
