@@ -7,7 +7,7 @@
 -- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at;
 --                               an 'r' per slot freed when the queue has a concurrency limit
 --                               and jobs are ready (wake_freed)
--- KEYS[5]  jobs:{q}:events      STREAM one entry per call that failed jobs: a line per job,
+-- KEYS[5]  jobs:{q}:events      STREAM the events of each call that failed jobs: a line per job,
 --                               retry or dead
 -- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
 -- KEYS[7]  jobs:{q}:ready       LIST  read (LLEN): are jobs waiting for the freed slots?

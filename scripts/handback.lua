@@ -11,7 +11,7 @@
 --                               (and an 'r' per slot freed then, when the queue has a
 --                               concurrency limit and jobs are ready: wake_freed)
 -- KEYS[5]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
--- KEYS[6]  jobs:{q}:events      STREAM one entry per call that changed jobs: a line per job,
+-- KEYS[6]  jobs:{q}:events      STREAM the events of each call that changed jobs: a line per job,
 --                               handed_back, postponed (a postpone,
 --                               with its reason as the error), or dead (cancelled)
 -- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)

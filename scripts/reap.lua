@@ -11,7 +11,7 @@
 -- KEYS[4]  jobs:{q}:wake        LIST  one 'r' token per job made ready, for idle workers, and
 --                               per job sent to dead when the queue has a concurrency
 --                               limit and jobs are ready (wake_freed: a slot freed)
--- KEYS[5]  jobs:{q}:events      STREAM one entry per call that reaped jobs: a line per job,
+-- KEYS[5]  jobs:{q}:events      STREAM the events of each call that reaped jobs: a line per job,
 --                               reaped (back to ready) or dead (no attempts left, or
 --                               cancelled)
 -- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
