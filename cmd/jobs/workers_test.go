@@ -90,8 +90,15 @@ func TestWorkersListedAndGoneAfterSIGKILLOrSIGTERM(t *testing.T) {
 		waitListed(t, base, c.cmd.Process.Pid, 3*time.Second, "process listed", isListed)
 		startup = append(startup, time.Since(start))
 	}
-	if slices.Max(startup) > time.Second {
-		t.Errorf("processes listed %v after they started, want within 1s", startup)
+	// Listed within 1s of the exec. A -race binary under the whole suite's load has taken
+	// over 1s just to reach main (its first beat is one round trip after), so there the
+	// bound is 3s.
+	bound := time.Second
+	if raceEnabled {
+		bound = 3 * time.Second
+	}
+	if slices.Max(startup) > bound {
+		t.Errorf("processes listed %v after they started, want within %s", startup, bound)
 	}
 	all := workersJSON(t, base)
 	w := all[killed.cmd.Process.Pid]
