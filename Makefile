@@ -18,8 +18,9 @@ lint: ## gofmt, go vet, go mod tidy (no diff) and staticcheck (fetched from the 
 	$(GO) mod tidy -diff
 	$(GO) run $(STATICCHECK) ./...
 
-test: lint ## lint, then every test with the race detector (installs redis-server when missing and root)
+test: lint ## lint, then every test with the race detector (installs redis-server and chromium when missing and root)
 	@./.ci/ensure-redis
+	@./.ci/ensure-chromium
 	$(GO) test -race -count=1 -timeout 15m ./...
 	@echo "--- again on a local 3-master Redis Cluster (JOBS_TEST_CLUSTER=1): lifecycle, worker, cron, locks, scripts"
 	JOBS_TEST_CLUSTER=1 $(GO) test -race -count=1 -timeout 10m -run '^Test' ./queue ./worker ./cron ./lock ./scripts
