@@ -37,4 +37,10 @@ fuzz: ## run every fuzz target for FUZZTIME each (go test runs their seed corpor
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
-.PHONY: help build demo lint test test/short fuzz bench
+UPLOT ?= 1.6.32
+vendor: ## refresh dash/static/vendor/uplot from npm (developers only; never run by build or CI)
+	@d=$$(mktemp -d) && (cd $$d && npm pack --silent uplot@$(UPLOT) >/dev/null && tar xzf uplot-$(UPLOT).tgz) && \
+		cp $$d/package/dist/uPlot.iife.min.js $$d/package/dist/uPlot.min.css $$d/package/LICENSE dash/static/vendor/uplot/ && \
+		rm -rf $$d && sha256sum dash/static/vendor/uplot/*
+
+.PHONY: help build demo lint test test/short fuzz bench vendor
