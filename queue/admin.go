@@ -378,3 +378,22 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 	}
 	return out, nil
 }
+
+// Delete removes one job outright: its hash, its place in its state's list or set and
+// its unique key (a `deleted` event). Active jobs are refused with ErrState (cancel
+// them); an unknown ID is ErrNotFound.
+func (c *Client) Delete(ctx context.Context, queue, id string) error {
+	if err := ValidateQueue(queue); err != nil {
+		return err
+	}
+	qk := c.keys.queue(queue)
+	res, err := c.run(ctx, scripts.Delete, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.done, qk.events},
+		qk.jobPrefix, id, c.eventsMax()).Text()
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	if res == "deleted" {
+		return nil
+	}
+	return stateResult("delete", id, res)
+}
