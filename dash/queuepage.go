@@ -46,7 +46,9 @@ func (f filter) match(j *queue.Job) bool {
 		(f.Payload == "" || bytes.Contains(j.Payload, []byte(f.Payload)))
 }
 
-func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
 
 // maxFilter bounds each filter's text: a filter is a substring, not a document.
 const maxFilter = 200
