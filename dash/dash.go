@@ -143,6 +143,9 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	for _, a := range workerActions {
 		mux.HandleFunc("POST /workers/{id}/"+a, h.action(h.workerAction))
 	}
+	for _, p := range []string{"/jobs/{id}/{action}", "/queues/{queue}/{action}", "/workers/{id}/{action}"} {
+		mux.HandleFunc("GET "+p, h.postOnly)
+	}
 	mux.HandleFunc("/", h.notFound)
 	// Browsers mark cross-site requests (Sec-Fetch-Site, Origin): a page elsewhere cannot
 	// make a logged-in operator's browser press our buttons.
@@ -246,4 +249,9 @@ func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 	h.fail(w, r, http.StatusNotFound, fmt.Errorf("no page %s", r.URL.Path))
+}
+
+func (h *Handler) postOnly(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST")
+	h.fail(w, r, http.StatusMethodNotAllowed, errors.New("actions are POST forms only"))
 }

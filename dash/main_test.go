@@ -3,6 +3,7 @@ package dash
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -114,4 +117,50 @@ func wantStatus(t *testing.T, what string, r reply, want int) {
 	if r.status != want {
 		t.Fatalf("%s = %d, want %d; body: %.300s", what, r.status, want, r.body)
 	}
+}
+
+// dead makes a job of type typ die with reason as its error, and returns its ID.
+func (b *bundle) dead(t *testing.T, typ, payload, reason string) string {
+	t.Helper()
+	id := b.enqueue(t, typ, payload, queue.MaxRetry(0))
+	b.claimAndFail(t, id, reason)
+	return id
+}
+
+// claimAndFail claims the next ready job of default (it must be id) and fails it for good.
+func (b *bundle) claimAndFail(t *testing.T, id, reason string) {
+	t.Helper()
+	ctx := context.Background()
+	br := broker.Of(b.client)
+	jobs, err := br.Claim(ctx, "default", 1, time.Minute, "test-worker")
+	if err != nil || len(jobs) != 1 || jobs[0].ID != id {
+		t.Fatalf("Claim() = %v, %v, want job %s", jobs, err, id)
+	}
+	if _, err := br.Fail(ctx, jobs[0], reason, proto.NoRetry); err != nil {
+		t.Fatalf("Fail() err = %v", err)
+	}
+}
+
+// state is the job's state in Redis now ("" when it is gone).
+func (b *bundle) state(t *testing.T, q, id string) queue.State {
+	t.Helper()
+	j, err := b.client.Get(context.Background(), q, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("Get(%s) err = %v", id, err)
+	}
+	return j.State
+}
+
+// register puts a live worker in the registry and returns its ID.
+func (b *bundle) register(t *testing.T, id string) string {
+	t.Helper()
+	p := &queue.Process{ID: id, Kind: queue.KindWorker, Host: "h", PID: 1, Queues: map[string]int{"default": 1},
+		Concurrency: 2, State: queue.ProcessRunning}
+	if _, _, err := broker.Of(b.client).Register(context.Background(), p, time.Minute); err != nil {
+		t.Fatalf("Register() err = %v", err)
+	}
+	return id
 }

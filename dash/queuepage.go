@@ -83,7 +83,7 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := listData{Queue: q, State: state, Stats: stats[0], Cursor: qv.Get("cursor"), Filter: f, Jobs: []*queue.Job{},
-		Stuck: stuck(stats[0])}
+		Stuck: append([]string{}, stuck(stats[0])...)}
 	cursor := d.Cursor
 	for {
 		p, err := h.client.Page(ctx, q, state, cursor, h.opts.PageSize)
