@@ -67,8 +67,12 @@ func (b *bundle) do(t *testing.T, method, path string, form url.Values, hdr map[
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
+	for k, v := range hdr { // an empty value removes the header
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
 	}
 	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Timeout: 20 * time.Second}
@@ -163,4 +167,15 @@ func (b *bundle) register(t *testing.T, id string) string {
 		t.Fatalf("Register() err = %v", err)
 	}
 	return id
+}
+
+func brokerOf(b *bundle) broker.Broker { return broker.Of(b.client) }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -308,7 +308,7 @@ func TestNotFoundAndBadInput(t *testing.T) {
 		msg  string
 	}{
 		{"/nope", 404, "no page /nope"},
-		{"/queues/nope", 404, "not found"},
+		{"/queues/nope", 404, "no queue"},
 		{"/queues/default?state=bogus", 400, `state &#34;bogus&#34;`},
 		{"/queues/default?cursor=abc&state=dead", 400, "cursor"},
 		{"/queues/default?cursor=-1", 400, "cursor"},

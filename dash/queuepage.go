@@ -2,6 +2,7 @@ package dash
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -87,6 +88,10 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	cursor := d.Cursor
 	for {
 		p, err := h.client.Page(ctx, q, state, cursor, h.opts.PageSize)
+		if errors.Is(err, queue.ErrNotFound) {
+			h.fail(w, r, http.StatusNotFound, fmt.Errorf("no queue %q (no job was ever enqueued on it)", q))
+			return
+		}
 		if err != nil {
 			h.failQueue(w, r, err)
 			return
