@@ -41,9 +41,12 @@ var (
 	Retry     = load("retry.lua")
 	Cancel    = load("cancel.lua")
 	Purge     = load("purge.lua")
+	Delete    = load("delete.lua")
 	// Metrics adds a worker's statistics to the metrics history; it moves no job.
 	Metrics = load("metrics.lua")
 	Pause   = load("pause.lua")
+	// Audit appends an operator's action to the audit log; it moves no job.
+	Audit = load("audit.lua")
 
 	// The registry of live processes (`jobs workers`), outside any queue.
 	Register   = load("register.lua")
@@ -53,7 +56,7 @@ var (
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
-	Metrics, Pause, Register, Deregister, Order}
+	Delete, Metrics, Pause, Audit, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib.lua functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's

@@ -119,6 +119,7 @@ func newApp(e *env) *cli.App {
 			cronCommand(e),
 			benchCommand(e),
 			doctorCommand(e),
+			dashCommand(e),
 		},
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
 		HideHelpCommand: true,

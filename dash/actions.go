@@ -1,0 +1,212 @@
+package dash
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// The actions, each a POST of a form (see New): per job, per queue, per process.
+var (
+	jobActions    = []string{"retry", "run", "cancel", "delete"}
+	queueActions  = []string{"pause", "resume", "retry-dead", "purge"}
+	workerActions = []string{"quiet", "stop"}
+)
+
+// actionName is the last segment of the request's path: the action.
+func actionName(r *http.Request) string {
+	p := r.URL.Path
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[i+1:]
+		}
+	}
+	return p
+}
+
+// done answers a successful action: JSON {"ok":true,...} when asked for, else a redirect
+// (303) to the page that shows the result.
+func (h *Handler) done(w http.ResponseWriter, r *http.Request, e queue.AuditEntry, to string) {
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "action": e.Action, "queue": e.Queue,
+			"target": e.Target, "count": e.Count})
+		return
+	}
+	sep := "?"
+	if u, err := url.Parse(to); err == nil && u.RawQuery != "" {
+		sep = "&"
+	}
+	http.Redirect(w, r, to+sep+"done="+url.QueryEscape(e.Action), http.StatusSeeOther)
+}
+
+// audit logs an action (slog, and the audit log in Redis) whatever its outcome.
+func (h *Handler) audit(r *http.Request, e queue.AuditEntry, err error) {
+	e.Who = userOf(r)
+	if err != nil {
+		e.Detail = err.Error()
+	}
+	attrs := []slog.Attr{slog.String("who", e.Who), slog.String("action", e.Action), slog.String("queue", e.Queue),
+		slog.String("target", e.Target), slog.Int("count", e.Count)}
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("err", e.Detail))
+	}
+	h.opts.Logger.LogAttrs(r.Context(), level, "dash: action", attrs...)
+	if aerr := h.client.Audit(r.Context(), e); aerr != nil {
+		h.opts.Logger.ErrorContext(r.Context(), "dash: audit log not written", "action", e.Action, "err", aerr)
+	}
+}
+
+func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
+	id, q, act := r.PathValue("id"), r.PostFormValue("queue"), actionName(r)
+	if err := queue.ValidateQueue(q); err != nil {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("form field queue: %w", err))
+		return
+	}
+	ctx := r.Context()
+	var err error
+	switch act {
+	case "retry", "run":
+		err = h.client.Retry(ctx, q, id)
+	case "cancel":
+		_, err = h.client.Cancel(ctx, q, id)
+	case "delete":
+		err = h.client.Delete(ctx, q, id)
+	}
+	e := queue.AuditEntry{Action: act, Queue: q, Target: id}
+	if err == nil {
+		e.Count = 1
+	}
+	h.audit(r, e, err)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	to := h.opts.BasePath + "/jobs/" + url.PathEscape(id) + "?queue=" + url.QueryEscape(q)
+	if act == "delete" {
+		to = h.opts.BasePath + "/queues/" + url.PathEscape(q)
+	}
+	h.done(w, r, e, to)
+}
+
+func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
+	q, act := r.PathValue("queue"), actionName(r)
+	if err := queue.ValidateQueue(q); err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	e := queue.AuditEntry{Action: act, Queue: q}
+	var err error
+	switch act {
+	case "pause":
+		err = h.client.Pause(ctx, q)
+	case "resume":
+		err = h.client.Resume(ctx, q)
+	case "retry-dead":
+		e.Count, err = h.client.RetryAllDead(ctx, q)
+	case "purge":
+		st, perr := h.purgeState(r, q)
+		if perr != nil {
+			h.fail(w, r, http.StatusBadRequest, perr)
+			return
+		}
+		e.Target = string(st)
+		e.Count, err = h.client.Purge(ctx, q, st)
+	}
+	h.audit(r, e, err)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	h.done(w, r, e, h.opts.BasePath+"/queues/"+url.PathEscape(q))
+}
+
+// purgeState checks a purge's form: a state that can be purged, and above
+// Options.ConfirmAbove jobs, the queue's name typed in confirm.
+func (h *Handler) purgeState(r *http.Request, q string) (queue.State, error) {
+	st, err := queue.ParseState(r.PostFormValue("state"))
+	if err != nil {
+		return "", fmt.Errorf("form field state: %w", err)
+	}
+	if st == queue.StateActive {
+		return "", errors.New("active jobs cannot be purged: cancel them")
+	}
+	n, err := h.count(r, q, st)
+	if err != nil {
+		return "", err
+	}
+	if n > int64(h.opts.ConfirmAbove) && r.PostFormValue("confirm") != q {
+		return "", fmt.Errorf("purging %d %s jobs needs the queue's name typed in the confirm field", n, st)
+	}
+	return st, nil
+}
+
+// count is how many jobs of q are in st now.
+func (h *Handler) count(r *http.Request, q string, st queue.State) (int64, error) {
+	s, err := h.client.StatsOf(r.Context(), q)
+	if err != nil {
+		return 0, err
+	}
+	return map[queue.State]int64{queue.StateReady: s[0].Ready, queue.StateScheduled: s[0].Scheduled,
+		queue.StateActive: s[0].Active, queue.StateRetry: s[0].Retry, queue.StateDead: s[0].Dead,
+		queue.StateDone: s[0].Done}[st], nil
+}
+
+// purgeData is the purge confirmation page's data.
+type purgeData struct {
+	Queue   string      `json:"queue"`
+	State   queue.State `json:"state"`
+	Count   int64       `json:"count"`
+	Confirm bool        `json:"confirm"` // the queue's name must be typed
+}
+
+func (h *Handler) purgeConfirm(w http.ResponseWriter, r *http.Request) {
+	q := r.PathValue("queue")
+	if err := queue.ValidateQueue(q); err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	st, err := queue.ParseState(r.URL.Query().Get("state"))
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if st == queue.StateActive {
+		h.fail(w, r, http.StatusBadRequest, errors.New("active jobs cannot be purged: cancel them"))
+		return
+	}
+	n, err := h.count(r, q, st)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	d := purgeData{Queue: q, State: st, Count: n, Confirm: n > int64(h.opts.ConfirmAbove)}
+	h.render(w, r, "purge", "Purge "+strconv.FormatInt(n, 10)+" "+string(st)+" jobs", d, nil)
+}
+
+func (h *Handler) workerAction(w http.ResponseWriter, r *http.Request) {
+	id, act := r.PathValue("id"), actionName(r)
+	var err error
+	if act == "quiet" {
+		err = h.client.Quiet(r.Context(), id)
+	} else {
+		err = h.client.Stop(r.Context(), id)
+	}
+	e := queue.AuditEntry{Action: act, Target: id}
+	if err == nil {
+		e.Count = 1
+	}
+	h.audit(r, e, err)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	h.done(w, r, e, h.opts.BasePath+"/workers")
+}
