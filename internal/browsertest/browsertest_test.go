@@ -93,6 +93,11 @@ func TestBrowser(t *testing.T) {
 		if got := Eval[int](p, `1 + document.querySelectorAll("p").length`); got != 3 {
 			t.Errorf("Eval() = %d, want 3", got)
 		}
+		p.ColorScheme("dark")
+		if !Eval[bool](p, `matchMedia("(prefers-color-scheme: dark)").matches`) {
+			t.Errorf("after ColorScheme(dark), the page does not see a dark scheme")
+		}
+		p.ColorScheme("")
 		if png := p.Screenshot(); !slices.Equal(png[:8], []byte("\x89PNG\r\n\x1a\n")) {
 			t.Errorf("Screenshot() starts %q, want a PNG signature", png[:8])
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -330,6 +331,25 @@ func (p *Page) Click(sel string) {
 func (p *Page) Type(sel, text string) {
 	p.t.Helper()
 	p.do("type into "+sel, chromedp.SendKeys(chromedp.CSS(sel), text))
+}
+
+// ColorScheme makes the page see the system's colour scheme as "light" or "dark" (the
+// prefers-color-scheme media feature); "" gives back the browser's own.
+func (p *Page) ColorScheme(scheme string) {
+	p.t.Helper()
+	switch scheme {
+	case "", "light", "dark":
+	default:
+		p.t.Fatalf("browsertest: ColorScheme(%q): want \"light\", \"dark\" or \"\"", scheme)
+	}
+	params := emulation.SetEmulatedMediaParams{}
+	if scheme != "" {
+		params.Features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	}
+	p.do("emulate prefers-color-scheme "+scheme, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, params)
+		return err
+	}))
 }
 
 // Eval evaluates a JavaScript expression in the page and decodes its value into T.

@@ -1,0 +1,201 @@
+package dash
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/browsertest"
+	"github.com/jobs-dev/jobs/jobstest"
+	"github.com/jobs-dev/jobs/queue"
+	"github.com/jobs-dev/jobs/worker"
+)
+
+// TestE2E drives the dashboard in a real headless Chromium, as an operator would: one
+// browser for all its subtests, a fresh tab in its own browser context for each. Any
+// console error, uncaught exception, failed load or Content-Security-Policy violation
+// on any page a subtest opens fails that subtest (browsertest checks when it ends), and
+// a failed subtest leaves a screenshot of its page in browsertest.ScreenshotDir().
+//
+// JOBS_SCREENSHOT=1 also writes the overview of the "chart draws" subtest to
+// docs/dashboard.png, the picture in the README.
+func TestE2E(t *testing.T) {
+	br := browsertest.New(t)
+
+	t.Run("overview count moves after an enqueue", func(t *testing.T) {
+		b := setup(t, Options{})
+		b.enqueue(t, "email", `{"to":"a@example.com"}`)
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/")
+		ready := `tr[data-queue="default"] td[data-count="ready"]`
+		p.WaitText(ready, "1")
+		b.enqueue(t, "email", `{"to":"b@example.com"}`)
+		// The page re-reads its live region every few seconds while visible, and at
+		// once when it becomes visible again: the second saves the test the wait.
+		browsertest.Eval[bool](p, `document.dispatchEvent(new Event("visibilitychange")), true`)
+		p.WaitText(ready, "2")
+		if got := browsertest.Eval[string](p, `performance.getEntriesByType("navigation")[0].type`); got != "navigate" {
+			t.Errorf("the page was loaded again (%s): want the count to move without a reload", got)
+		}
+	})
+
+	t.Run("retry a dead job", func(t *testing.T) {
+		b := setup(t, Options{})
+		id := b.enqueue(t, "resize", `{"w":640}`)
+		drain(t, b.client, failType("resize", "image too large"), queue.DefaultQueue)
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/queues/default?state=dead")
+		p.Click(`tr[data-job-id="` + id + `"] a`)
+		p.WaitText("#job-state", "dead")
+		p.WaitText("#last-error", "image too large")
+		p.Click("#action-retry")
+		p.WaitText("#job-state", "ready")
+		if j, err := b.client.Get(context.Background(), queue.DefaultQueue, id); err != nil || j.State != queue.StateReady {
+			t.Fatalf("after Retry in the browser, Get() = %+v, %v; want the job ready", j, err)
+		}
+	})
+
+	t.Run("purge asks for confirmation", func(t *testing.T) {
+		b := setup(t, Options{ConfirmAbove: 2})
+		for i := range 3 {
+			b.enqueue(t, "email", `{"n":`+strconv.Itoa(i)+`}`)
+		}
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/queues/default?state=ready")
+		p.Click("#purge")
+		p.WaitText("#purge-count", "3")
+		// The browser refuses to send the form until the queue's name is typed...
+		p.Click("#purge-submit")
+		if !browsertest.Eval[bool](p, `document.getElementById("confirm").matches(":invalid")`) {
+			t.Errorf("the empty confirmation is not marked invalid")
+		}
+		// ...and the server refuses a wrong name from a page without that check.
+		browsertest.Eval[bool](p, `(e => { e.removeAttribute("required"); e.removeAttribute("pattern"); return true })(
+			document.getElementById("confirm"))`)
+		p.Type("#confirm", "wrong")
+		p.Click("#purge-submit")
+		p.WaitText("#error", "confirm")
+		p.TakeProblems() // the refusal's 400 is the point here
+		if n := readyCount(t, b.client); n != 3 {
+			t.Fatalf("after a purge with the wrong name, %d jobs ready, want 3", n)
+		}
+		p.Navigate(b.srv.URL + "/queues/default/purge?state=ready")
+		p.Type("#confirm", "default")
+		p.Click("#purge-submit")
+		p.WaitText(`#states [data-count="ready"]`, "0")
+		if n := readyCount(t, b.client); n != 0 {
+			t.Fatalf("after the confirmed purge, %d jobs ready, want 0", n)
+		}
+	})
+
+	t.Run("chart draws", func(t *testing.T) {
+		b := setup(t, Options{})
+		queues := []string{queue.DefaultQueue, "emails", "images"}
+		for i := range 24 {
+			q := queues[i%len(queues)]
+			typ := map[string]string{queue.DefaultQueue: "report", "emails": "welcome", "images": "resize"}[q]
+			if _, err := b.client.Enqueue(context.Background(), typ, []byte(`{"n":`+strconv.Itoa(i)+`}`), queue.On(q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		drain(t, b.client, failType("resize", "image too large"), queues...)
+		for i := range 5 { // some waiting work, and a paused queue, for the picture
+			b.enqueue(t, "report", `{"n":`+strconv.Itoa(i)+`}`)
+		}
+		if err := b.client.Pause(context.Background(), queue.DefaultQueue); err != nil {
+			t.Fatal(err)
+		}
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/")
+		p.WaitTrue(`document.querySelector("#chart canvas") !== null`)
+		// Count the canvas's painted pixels: uPlot draws the axes, grid and both series.
+		painted := browsertest.Eval[int](p, `(() => {
+			const c = document.querySelector("#chart canvas");
+			const px = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+			let n = 0;
+			for (let i = 3; i < px.length; i += 4) if (px[i] !== 0) n++;
+			return n; })()`)
+		if painted < 1000 {
+			t.Errorf("the chart's canvas has %d painted pixels, want a drawn chart", painted)
+		}
+		if os.Getenv("JOBS_SCREENSHOT") != "" {
+			p.SaveScreenshot(filepath.Join("..", "docs", "dashboard.png"))
+		}
+	})
+
+	t.Run("dark mode follows the system", func(t *testing.T) {
+		b := setup(t, Options{})
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/")
+		bg := `getComputedStyle(document.body).backgroundColor`
+		p.ColorScheme("light")
+		light := browsertest.Eval[string](p, bg)
+		p.ColorScheme("dark")
+		if dark := browsertest.Eval[string](p, bg); dark == light {
+			t.Errorf("body background is %s in both light and dark schemes", dark)
+		}
+	})
+
+	t.Run("every page shows hostile input as text", func(t *testing.T) {
+		b := setup(t, Options{})
+		// What a job's author controls: its type (no spaces allowed), payload and error.
+		const typ, payload, failure = `<img/src=x/onerror=alert(1)>`, `{"html":"<script>alert(2)</script>"}`,
+			"<script>alert(3)</script>\x1b[31m"
+		id := b.enqueue(t, typ, payload)
+		drain(t, b.client, failType(typ, failure), queue.DefaultQueue)
+		b.enqueue(t, typ, payload)
+		p := br.NewPage(t)
+		for _, path := range []string{"/", "/queues/default?state=dead", "/queues/default?state=ready",
+			"/queues/default?state=dead&type=img", "/workers", "/audit", "/queues/default/purge?state=dead",
+			"/jobs/" + id + "?queue=default"} {
+			p.Navigate(b.srv.URL + path)
+		}
+		if got := p.Text(`[data-field="type"]`); got != typ {
+			t.Errorf("job type shown as %q, want the text %q", got, typ)
+		}
+		p.WaitText("#payload", "<script>alert(2)</script>")
+		p.WaitText("#last-error", "<script>alert(3)</script>")
+		if d := p.Dialogs(); len(d) != 0 {
+			t.Errorf("dialogs opened: %q; hostile input ran as script", d)
+		}
+	})
+}
+
+// failType is a handler outcome: jobs of type typ fail for good (they go dead) with
+// the error text msg; the others succeed.
+func failType(typ, msg string) func(*queue.Job) error {
+	return func(j *queue.Job) error {
+		if j.Type == typ {
+			return worker.SkipRetry(errors.New(msg))
+		}
+		return nil
+	}
+}
+
+// drain runs a worker over the queues until none has a job ready or running, each job
+// ending as outcome says.
+func drain(t *testing.T, c *queue.Client, outcome func(*queue.Job) error, queues ...string) {
+	t.Helper()
+	weights := map[string]int{}
+	for _, q := range queues {
+		weights[q] = 1
+	}
+	jobstest.Drain(t, c, worker.Config{
+		Handler:         worker.HandlerFunc(func(_ context.Context, j *queue.Job) error { return outcome(j) }),
+		Queues:          weights,
+		ShutdownTimeout: time.Second,
+	})
+}
+
+func readyCount(t *testing.T, c *queue.Client) int64 {
+	t.Helper()
+	st, err := c.StatsOf(context.Background(), queue.DefaultQueue)
+	if err != nil {
+		t.Fatalf("StatsOf() err = %v", err)
+	}
+	return st[0].Ready
+}
