@@ -206,7 +206,8 @@ func checkScreenshot(t *testing.T, r *recorder) {
 }
 
 // TestNewWithoutChromium checks that a missing browser skips the test on a developer's
-// machine and fails it in CI, naming the fix either way.
+// machine and fails it in CI, naming the fix either way, and that a binary that is no
+// browser fails the test.
 func TestNewWithoutChromium(t *testing.T) {
 	t.Setenv("JOBS_CHROMIUM", "/nonexistent/chromium")
 	for _, ci := range []string{"", "true"} {
@@ -225,6 +226,16 @@ func TestNewWithoutChromium(t *testing.T) {
 		if !r.logged("JOBS_CHROMIUM=/nonexistent/chromium") {
 			t.Errorf("CI=%q: messages %q, want the bad JOBS_CHROMIUM named", ci, r.msgs)
 		}
+	}
+
+	// A binary that is no browser fails at once, naming it, rather than hanging.
+	t.Setenv("JOBS_CHROMIUM", "true")
+	r := &recorder{TB: t}
+	start := time.Now()
+	r.run(func() { New(r) })
+	if !r.Failed() || !r.logged("browsertest: start ") || time.Since(start) > StartTimeout/2 {
+		t.Errorf("New with JOBS_CHROMIUM=true: failed = %v after %v with %q; want a quick failure naming the start",
+			r.Failed(), time.Since(start), r.msgs)
 	}
 }
 
