@@ -3,9 +3,11 @@ package dash
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +129,45 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("stop a worker from the workers page", func(t *testing.T) {
+		b := setup(t, Options{})
+		id := b.enqueue(t, "transcode", `{}`)
+		started := make(chan struct{})
+		w, err := worker.New(b.client, worker.Config{Beat: 100 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(testLog{t}, nil)),
+			Handler: worker.HandlerFunc(func(ctx context.Context, _ *queue.Job) error {
+				close(started)
+				<-ctx.Done() // runs until the worker stops
+				return ctx.Err()
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var runErr error
+		stopped := make(chan struct{})
+		go func() { runErr = w.Run(ctx); close(stopped) }()
+		t.Cleanup(func() { cancel(); <-stopped }) // no worker logging after the test
+		<-started
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/workers")
+		// The worker's first beat may land just after the page was read: read it again.
+		p.WaitTrue(`document.querySelector("tr[data-running]") !== null ||
+			(document.dispatchEvent(new Event("visibilitychange")), false)`)
+		p.WaitText(`tr[data-running="`+id+`"]`, "transcode")
+		p.Click(`button[data-action="stop"]`)
+		select {
+		case <-stopped:
+			if runErr != nil {
+				t.Fatalf("after Stop in the browser, Run() = %v, want nil", runErr)
+			}
+		case <-time.After(browsertest.ActionTimeout):
+			t.Fatalf("the worker did not stop within %v of pressing Stop", browsertest.ActionTimeout)
+		}
+		p.Navigate(b.srv.URL + "/workers")
+		p.WaitText("#no-workers", "No live workers")
+	})
+
 	t.Run("dark mode follows the system", func(t *testing.T) {
 		b := setup(t, Options{})
 		p := br.NewPage(t)
@@ -189,6 +230,15 @@ func drain(t *testing.T, c *queue.Client, outcome func(*queue.Job) error, queues
 		Queues:          weights,
 		ShutdownTimeout: time.Second,
 	})
+}
+
+// testLog writes a worker's log lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Helper()
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 func readyCount(t *testing.T, c *queue.Client) int64 {
