@@ -148,7 +148,11 @@ func TestE2E(t *testing.T) {
 		stopped := make(chan struct{})
 		go func() { runErr = w.Run(ctx); close(stopped) }()
 		t.Cleanup(func() { cancel(); <-stopped }) // no worker logging after the test
-		<-started
+		select {
+		case <-started:
+		case <-time.After(browsertest.ActionTimeout):
+			t.Fatalf("the worker did not start the job within %v", browsertest.ActionTimeout)
+		}
 		p := br.NewPage(t)
 		p.Navigate(b.srv.URL + "/workers")
 		// The worker's first beat may land just after the page was read: read it again.
