@@ -104,7 +104,7 @@ func (b *Browser) NewPage(t testing.TB) *Page {
 	t.Cleanup(p.close)
 	p.do("set up the tab",
 		chromedp.EmulateViewport(1280, 900),
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 			_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument,
 				page.AddScriptToEvaluateOnNewDocumentParams{Source: cspListener})
 			return err
@@ -192,6 +192,10 @@ func (p *Page) onEvent(ev any) {
 		p.mu.Lock()
 		p.requests[ev.RequestID] = ev.Request.URL
 		p.mu.Unlock()
+	case *network.EventLoadingFinished:
+		p.mu.Lock()
+		delete(p.requests, ev.RequestID)
+		p.mu.Unlock()
 	case *network.EventResponseReceived:
 		if r := ev.Response; r.Status >= 400 {
 			p.add(Problem{Kind: KindHTTP, Text: fmt.Sprintf("%s %d %s", ev.Type, r.Status, r.StatusText), URL: r.URL})
@@ -204,6 +208,7 @@ func (p *Page) onEvent(ev any) {
 		}
 		p.mu.Lock()
 		url := p.requests[ev.RequestID]
+		delete(p.requests, ev.RequestID)
 		p.mu.Unlock()
 		pr := Problem{Kind: KindHTTP, Text: fmt.Sprintf("%s failed: %s", ev.Type, ev.ErrorText), URL: url}
 		if ev.BlockedReason != "" {
@@ -480,7 +485,7 @@ func (p *Page) SaveScreenshot(path string) {
 // screenshot and saveScreenshot return their errors, for use in cleanup, where the test
 // may have ended.
 func (p *Page) screenshot() ([]byte, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, p.Timeout)
+	ctx, cancel := context.WithTimeout(p.ctx, ActionTimeout) // not a wait: p.Timeout does not apply
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
