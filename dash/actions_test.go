@@ -19,7 +19,7 @@ func TestJobActions(t *testing.T) {
 	done := b.enqueue(t, "t", "x", queue.On("other"))
 	for _, tc := range []struct {
 		action, id, q string
-		want         queue.State
+		want          queue.State
 	}{
 		{"retry", dead, "default", queue.StateReady},
 		{"run", sched, "default", queue.StateReady},

@@ -105,7 +105,13 @@ func serveDash(addr string, client *queue.Client, opts webdash.Options) (url str
 			opts.Logger.Error("dashboard stopped", slog.String("error", err.Error()))
 		}
 	}()
-	return "http://" + ln.Addr().String() + opts.BasePath + "/", func() {
+	// A dashboard on every interface (0.0.0.0, [::]) is printed as its loopback URL,
+	// which works on this machine.
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + opts.BasePath + "/", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
