@@ -90,6 +90,31 @@ func TestOverviewThroughputShared(t *testing.T) {
 	}
 }
 
+// TestOverviewThroughputRefreshed: a stale snapshot is served at once and read again in
+// the background; the daily counters give the 7d figure.
+func TestOverviewThroughputRefreshed(t *testing.T) {
+	b := setup(t, Options{SnapshotEvery: time.Millisecond})
+	var first overviewData
+	b.getJSON(t, "/", &first)
+	if first.Throughput[2].Processed != 0 {
+		t.Fatalf("7d processed = %d before any job, want 0", first.Throughput[2].Processed)
+	}
+	b.dead(t, "t", "x", "boom") // one attempt ended, failed: the daily counters count it
+	time.Sleep(5 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var d overviewData
+		b.getJSON(t, "/", &d)
+		if d.Throughput[2].Processed == 1 && d.Throughput[2].Failed == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("7d throughput = %+v after 5s, want 1 processed, 1 failed", d.Throughput[2])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestQueuePageStatesAndJSON(t *testing.T) {
 	b := setup(t, Options{})
 	ready := b.enqueue(t, "email", `{"n":1}`)
