@@ -106,8 +106,9 @@ type Handler struct {
 	pages  *pages
 	routes http.Handler // the routes behind authorization and CSRF protection
 
-	mu   sync.Mutex // guards snap
-	snap *snapshot  // the overview's shared metrics history
+	mu      sync.Mutex // guards snap and reading
+	snap    *snapshot  // the overview's shared metrics history
+	reading bool       // a background read of snap is under way
 }
 
 var _ http.Handler = (*Handler)(nil)

@@ -24,6 +24,8 @@ type jobData struct {
 	LockHeld     bool       `json:"lock_held"`
 	LockTTLMS    int64      `json:"lock_ttl_ms"`
 	CLI          []string   `json:"cli"` // commands that act on this job from a shell
+	// Why says what holds a waiting or running job back, if anything (see whyWaiting).
+	Why []string `json:"why"`
 
 	Payload shownBytes    `json:"-"`
 	Result  shownBytes    `json:"-"`
@@ -93,6 +95,13 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	d := jobData{Job: j, TTLMS: det.TTL.Milliseconds(), UniqueKey: det.UniqueKey, UniqueHolder: det.UniqueHolder,
 		UniqueTTLMS: det.UniqueTTL.Milliseconds(), LockHeld: det.LockHeld, LockTTLMS: det.LockTTL.Milliseconds(),
 		Payload: showBytes(j.Payload), Result: showBytes(j.Result), Actions: jobActionsFor(j.State), TTL: det.TTL}
+	if d.Why, err = h.whyWaiting(ctx, j, det, time.Now()); err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if d.Why == nil {
+		d.Why = []string{}
+	}
 	qid := "--queue " + shellQuote(j.Queue) + " " + shellQuote(j.ID)
 	d.CLI = []string{"jobs inspect " + qid}
 	switch j.State {

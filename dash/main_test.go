@@ -179,3 +179,5 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+func brokerOfClient(c *queue.Client) broker.Broker { return broker.Of(c) }

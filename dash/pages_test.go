@@ -90,6 +90,31 @@ func TestOverviewThroughputShared(t *testing.T) {
 	}
 }
 
+// TestOverviewThroughputRefreshed: a stale snapshot is served at once and read again in
+// the background; the daily counters give the 7d figure.
+func TestOverviewThroughputRefreshed(t *testing.T) {
+	b := setup(t, Options{SnapshotEvery: time.Millisecond})
+	var first overviewData
+	b.getJSON(t, "/", &first)
+	if first.Throughput[2].Processed != 0 {
+		t.Fatalf("7d processed = %d before any job, want 0", first.Throughput[2].Processed)
+	}
+	b.dead(t, "t", "x", "boom") // one attempt ended, failed: the daily counters count it
+	time.Sleep(5 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var d overviewData
+		b.getJSON(t, "/", &d)
+		if d.Throughput[2].Processed == 1 && d.Throughput[2].Failed == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("7d throughput = %+v after 5s, want 1 processed, 1 failed", d.Throughput[2])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestQueuePageStatesAndJSON(t *testing.T) {
 	b := setup(t, Options{})
 	ready := b.enqueue(t, "email", `{"n":1}`)
@@ -393,4 +418,40 @@ type listJSON struct {
 	} `json:"jobs"`
 	Next    string `json:"next"`
 	Scanned int    `json:"scanned"`
+}
+
+// TestJobPageSaysWhyNotMoving: a ready job of a paused queue that no worker serves, and
+// a job whose exclusive lock is held, say so.
+func TestJobPageSaysWhyNotMoving(t *testing.T) {
+	b := setup(t, Options{})
+	ctx := context.Background()
+	id := b.enqueue(t, "t", "x", queue.Exclusive("k"))
+	if err := b.client.Pause(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Why []string `json:"why"`
+	}
+	b.getJSON(t, "/jobs/"+id+"?queue=default", &d)
+	if strings.Join(d.Why, "|") != "its queue is paused|no live worker claims from queue default" {
+		t.Errorf("why = %q, want paused and no worker", d.Why)
+	}
+	// A worker for the queue but another type.
+	p := &queue.Process{ID: "w1", Kind: queue.KindWorker, Queues: map[string]int{"default": 1}, Types: []string{"other"},
+		State: queue.ProcessRunning}
+	if _, _, err := brokerOf(b).Register(ctx, p, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.Resume(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	sched := b.enqueue(t, "t", "x", queue.Delay(time.Hour))
+	b.getJSON(t, "/jobs/"+sched+"?queue=default", &d)
+	if len(d.Why) != 2 || !strings.HasPrefix(d.Why[0], "waits for its run time, in ") ||
+		d.Why[1] != "no live worker claiming from its queue has a handler for its type" {
+		t.Errorf("why = %q, want its run time and no handler for its type", d.Why)
+	}
+	if r := b.get(t, "/jobs/"+sched+"?queue=default"); !strings.Contains(r.body, "Not moving: waits for its run time") {
+		t.Errorf("job page does not say why it waits:\n%s", r.body)
+	}
 }

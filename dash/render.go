@@ -211,6 +211,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format(time.RFC3339Nano)
 	},
 	"dur":    roundDur,
+	"minute": func(unix int64) string { return time.Unix(unix, 0).UTC().Format("15:04") },
 	"bytes":  humanBytes,
 	"states": func() []queue.State { return states },
 	"summary": func(s string) string {

@@ -29,9 +29,14 @@ type Detail struct {
 	// the holder is known only as the active job's worker.
 	LockHeld bool
 	LockTTL  time.Duration
+	// LeaseDeadline is when an active job's lease ends unless its worker renews it (its
+	// score in the active set); zero for a job that is not active. Past it, the job waits
+	// for a reap to put it back.
+	LeaseDeadline time.Time
 }
 
-// Detail reads the job's TTL, its unique key and its exclusive lock, in two round trips.
+// Detail reads the job's TTL, lease deadline, unique key and exclusive lock, in two
+// round trips.
 func (c *Client) Detail(ctx context.Context, j *Job) (*Detail, error) {
 	if err := ValidateQueue(j.Queue); err != nil {
 		return nil, err
@@ -41,6 +46,10 @@ func (c *Client) Detail(ctx context.Context, j *Job) (*Detail, error) {
 	ttl := pipe.PTTL(ctx, qk.job(j.ID))
 	ukey := pipe.HGet(ctx, qk.job(j.ID), "unique_key")
 	var lockTTL *redis.DurationCmd
+	var lease *redis.FloatCmd
+	if j.State == StateActive {
+		lease = pipe.ZScore(ctx, qk.active, j.ID)
+	}
 	if j.Exclusive != "" {
 		lockTTL = pipe.PTTL(ctx, proto.ExclusiveLock(c.cfg.Prefix, j.Exclusive))
 	}
@@ -48,6 +57,9 @@ func (c *Client) Detail(ctx context.Context, j *Job) (*Detail, error) {
 		return nil, fmt.Errorf("detail of %s: %w", j.ID, err)
 	}
 	d := &Detail{TTL: max(ttl.Val(), 0), UniqueKey: ukey.Val()}
+	if lease != nil && lease.Err() == nil {
+		d.LeaseDeadline = time.UnixMilli(int64(lease.Val()))
+	}
 	if lockTTL != nil { // PTTL: -2 no such key, -1 no expiry (go-redis keeps both as is)
 		d.LockHeld = lockTTL.Val() != -2
 		d.LockTTL = max(lockTTL.Val(), 0)
