@@ -176,6 +176,24 @@ func TestE2E(t *testing.T) {
 		p.WaitText("#no-workers", "No live workers")
 	})
 
+	t.Run("mounted under a base path", func(t *testing.T) {
+		b := setup(t, Options{BasePath: "/admin/jobs"})
+		id := b.enqueue(t, "email", `{"to":"a@example.com"}`)
+		p := br.NewPage(t)
+		// Every link, form and asset must stay under the base path: one that does not is
+		// a 404 here, which fails the test.
+		p.Navigate(b.srv.URL + "/admin/jobs/")
+		p.WaitTrue(`document.querySelector("#chart canvas") !== null`)
+		p.Click(`tr[data-queue="default"] td[data-count="ready"] a`)
+		p.Click(`tr[data-job-id="` + id + `"] a`)
+		p.WaitText("#job-state", "ready")
+		p.Click(`a[href$="/workers"]`)
+		p.WaitText("h1", "Workers")
+		if got := browsertest.Eval[string](p, "location.pathname"); got != "/admin/jobs/workers" {
+			t.Errorf("the workers link led to %s, want /admin/jobs/workers", got)
+		}
+	})
+
 	t.Run("dark mode follows the system", func(t *testing.T) {
 		b := setup(t, Options{})
 		p := br.NewPage(t)
