@@ -133,6 +133,8 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("GET /workers", h.workersPage)
 	mux.HandleFunc("GET /audit", h.auditPage)
+	mux.HandleFunc("GET /events", h.eventsPage)
+	mux.HandleFunc("GET /cron", h.cronPage)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
 	// Every state change, each behind the same read-only check (see action).
 	for _, a := range jobActions {
