@@ -67,6 +67,9 @@ type Options struct {
 	// SnapshotEvery: the overview's metrics history is read at most once per this period
 	// and shared by every request. Default: 10s.
 	SnapshotEvery time.Duration
+	// LiveEvery: while any tab listens to /live, the queues' counts are read once per
+	// this period and sent to all of them. Default: DefaultLiveEvery (2s).
+	LiveEvery time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -76,6 +79,7 @@ func (o Options) withDefaults() Options {
 	o.ScanLimit = cmp.Or(o.ScanLimit, DefaultScanLimit)
 	o.ConfirmAbove = cmp.Or(o.ConfirmAbove, DefaultConfirmAbove)
 	o.SnapshotEvery = cmp.Or(o.SnapshotEvery, DefaultSnapshotEvery)
+	o.LiveEvery = cmp.Or(o.LiveEvery, DefaultLiveEvery)
 	return o
 }
 
@@ -95,6 +99,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("dash: ConfirmAbove %d: must not be negative", o.ConfirmAbove)
 	case o.SnapshotEvery < 0:
 		return fmt.Errorf("dash: SnapshotEvery %s: must not be negative", o.SnapshotEvery)
+	case o.LiveEvery < 0:
+		return fmt.Errorf("dash: LiveEvery %s: must not be negative", o.LiveEvery)
 	}
 	return nil
 }
@@ -109,6 +115,7 @@ type Handler struct {
 	mu      sync.Mutex // guards snap and reading
 	snap    *snapshot  // the overview's shared metrics history
 	reading bool       // a background read of snap is under way
+	hub     *liveHub   // the live stream's shared snapshots
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -126,6 +133,7 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{client: client, opts: opts.withDefaults(), pages: p}
+	h.hub = &liveHub{h: h, every: h.opts.LiveEvery, subs: map[chan []byte]struct{}{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /queues/{queue}", h.queuePage)
@@ -133,6 +141,9 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("GET /workers", h.workersPage)
 	mux.HandleFunc("GET /audit", h.auditPage)
+	mux.HandleFunc("GET /events", h.eventsPage)
+	mux.HandleFunc("GET /cron", h.cronPage)
+	mux.HandleFunc("GET /live", h.live)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
 	// Every state change, each behind the same read-only check (see action).
 	for _, a := range jobActions {
@@ -198,9 +209,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		user = cmp.Or(name, user)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
-	defer cancel()
-	h.routes.ServeHTTP(w, r.WithContext(context.WithValue(ctx, userKey{}, user)))
+	ctx := context.WithValue(r.Context(), userKey{}, user)
+	if r.URL.Path != "/live" { // the stream lasts while its tab is open; its reads have their own timeout
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.opts.Timeout)
+		defer cancel()
+	}
+	h.routes.ServeHTTP(w, r.WithContext(ctx))
 }
 
 type userKey struct{}

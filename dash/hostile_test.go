@@ -81,7 +81,7 @@ func TestHostileInputShownAsText(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.register(t, "w"+hostile[1])
-	pages := []string{"/", "/queues/default?state=dead", "/queues/default?state=done", "/workers", "/audit",
+	pages := []string{"/", "/queues/default?state=dead", "/queues/default?state=done", "/workers", "/audit", "/events",
 		"/queues/default?state=dead&type=" + url.QueryEscape(hostile[0]) + "&error=" + url.QueryEscape(hostile[1]),
 		"/jobs/" + url.PathEscape(hostile[0]) + "?queue=default", // an ID no job has: its error page
 		"/queues/" + url.PathEscape(hostile[1]),

@@ -19,7 +19,7 @@ func routes(b *bundle, t *testing.T) (gets []string, posts map[string]url.Values
 	w := b.register(t, "h:1:x")
 	q := url.Values{"queue": {"default"}}
 	gets = []string{"/", "/queues/default", "/queues/default?state=dead", "/queues/default/purge?state=dead",
-		"/jobs/" + dead + "?queue=default", "/workers", "/audit"}
+		"/jobs/" + dead + "?queue=default", "/workers", "/audit", "/events", "/cron"}
 	posts = map[string]url.Values{
 		"/jobs/" + dead + "/retry": q, "/jobs/" + sched + "/run": q, "/jobs/" + sched + "/cancel": q,
 		"/jobs/" + dead + "/delete": q, "/queues/default/pause": {}, "/queues/default/resume": {},
