@@ -31,21 +31,32 @@ import (
 func TestE2E(t *testing.T) {
 	br := browsertest.New(t)
 
-	t.Run("overview count moves after an enqueue", func(t *testing.T) {
-		b := setup(t, Options{})
+	t.Run("overview counts move live, and stop while hidden", func(t *testing.T) {
+		b := setup(t, Options{LiveEvery: 50 * time.Millisecond})
 		b.enqueue(t, "email", `{"to":"a@example.com"}`)
 		p := br.NewPage(t)
 		p.Navigate(b.srv.URL + "/")
 		ready := `tr[data-queue="default"] td[data-count="ready"]`
 		p.WaitText(ready, "1")
+		eventually(t, "the page listens to /live", func() bool { return listeners(b) == 1 })
 		b.enqueue(t, "email", `{"to":"b@example.com"}`)
-		// The page re-reads its live region every few seconds while visible, and at
-		// once when it becomes visible again: the second saves the test the wait.
-		browsertest.Eval[bool](p, `document.dispatchEvent(new Event("visibilitychange")), true`)
-		p.WaitText(ready, "2")
+		p.WaitText(ready, "2") // pushed over server-sent events: no reload
 		if got := browsertest.Eval[string](p, `performance.getEntriesByType("navigation")[0].type`); got != "navigate" {
 			t.Errorf("the page was loaded again (%s): want the count to move without a reload", got)
 		}
+
+		// The tab is hidden (as when the operator switches tabs): the page closes its
+		// stream, so the server stops reading for it; shown again, it catches up.
+		visible := func(v bool) {
+			browsertest.Eval[bool](p, `Object.defineProperty(document, "hidden", {value: `+strconv.FormatBool(!v)+
+				`, configurable: true}), document.dispatchEvent(new Event("visibilitychange")), true`)
+		}
+		visible(false)
+		eventually(t, "the hidden page closes its stream", func() bool { return listeners(b) == 0 })
+		b.enqueue(t, "email", `{"to":"c@example.com"}`)
+		visible(true)
+		p.WaitText(ready, "3")
+		eventually(t, "the shown page listens again", func() bool { return listeners(b) == 1 })
 	})
 
 	t.Run("retry a dead job", func(t *testing.T) {
@@ -217,8 +228,8 @@ func TestE2E(t *testing.T) {
 		b.enqueue(t, typ, payload)
 		p := br.NewPage(t)
 		for _, path := range []string{"/", "/queues/default?state=dead", "/queues/default?state=ready",
-			"/queues/default?state=dead&type=img", "/workers", "/audit", "/queues/default/purge?state=dead",
-			"/jobs/" + id + "?queue=default"} {
+			"/queues/default?state=dead&type=img", "/workers", "/audit", "/events", "/events?type=img", "/cron",
+			"/queues/default/purge?state=dead", "/jobs/" + id + "?queue=default"} {
 			p.Navigate(b.srv.URL + path)
 		}
 		if got := p.Text(`[data-field="type"]`); got != typ {
@@ -274,6 +285,24 @@ func seedHistory(t *testing.T, c *queue.Client, queues []string) {
 	}
 	if _, err := broker.Of(c).RecordMetrics(context.Background(), samples); err != nil {
 		t.Fatalf("RecordMetrics() err = %v", err)
+	}
+}
+
+// listeners is how many open streams of /live the dashboard is serving.
+func listeners(b *bundle) int {
+	b.h.hub.mu.Lock()
+	defer b.h.hub.mu.Unlock()
+	return len(b.h.hub.subs)
+}
+
+// eventually waits until cond holds, failing the test after browsertest.ActionTimeout.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(browsertest.ActionTimeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", browsertest.ActionTimeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
