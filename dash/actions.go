@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
+	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -16,6 +18,7 @@ var (
 	jobActions    = []string{"retry", "run", "cancel", "delete"}
 	queueActions  = []string{"pause", "resume", "retry-dead", "purge"}
 	workerActions = []string{"quiet", "stop"}
+	cronActions   = []string{"trigger", "remove"}
 )
 
 // actionName is the last segment of the request's path: the action.
@@ -209,4 +212,33 @@ func (h *Handler) workerAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.done(w, r, e, h.opts.BasePath+"/workers")
+}
+
+// cronAction triggers a dynamic cron entry now, or removes it.
+func (h *Handler) cronAction(w http.ResponseWriter, r *http.Request) {
+	name, act := r.PathValue("name"), actionName(r)
+	store := cron.NewStore(h.client)
+	e := queue.AuditEntry{Action: "cron-" + act, Target: name}
+	var err error
+	if act == "trigger" {
+		var id string
+		id, err = store.Trigger(r.Context(), name, time.Now())
+		e.Detail = id
+	} else {
+		err = store.Remove(r.Context(), name)
+	}
+	if err == nil {
+		e.Count = 1
+	}
+	h.audit(r, e, err)
+	switch {
+	case errors.Is(err, cron.ErrNotFound):
+		h.fail(w, r, http.StatusNotFound, err)
+	case errors.Is(err, queue.ErrDuplicate):
+		h.fail(w, r, http.StatusConflict, fmt.Errorf("%w: this second's tick is already enqueued", err))
+	case err != nil:
+		h.failQueue(w, r, err)
+	default:
+		h.done(w, r, e, h.opts.BasePath+"/cron")
+	}
 }
