@@ -190,7 +190,8 @@ var notices = map[string]string{
 	"retry": "Job made ready.", "run": "Job made ready to run now.", "cancel": "Job cancelled.",
 	"delete": "Job deleted.", "pause": "Queue paused.", "resume": "Queue resumed.",
 	"retry-dead": "Dead jobs made ready.", "purge": "Jobs purged.", "quiet": "Told to be quiet.",
-	"stop": "Told to stop.", "cron-trigger": "Cron job enqueued.", "cron-remove": "Cron entry removed.",
+	"stop": "Told to stop.", "selected-retry": "Selected jobs made ready.", "selected-run": "Selected jobs made ready.",
+	"selected-cancel": "Selected jobs cancelled.", "selected-delete": "Selected jobs deleted.", "cron-trigger": "Cron job enqueued.", "cron-remove": "Cron entry removed.",
 }
 
 var funcs = template.FuncMap{

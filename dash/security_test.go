@@ -33,6 +33,7 @@ func routes(b *bundle, t *testing.T) (gets []string, posts map[string]url.Values
 		"/queues/default/retry-dead": {}, "/queues/default/purge": {"state": {"scheduled"}},
 		"/workers/" + w + "/quiet": {}, "/workers/" + w + "/stop": {},
 		"/cron/c1/trigger": {}, "/cron/c2/remove": {},
+		"/queues/default/selected": {"do": {"delete"}, "id": {sched}},
 	}
 	if len(posts) != len(jobActions)+len(queueActions)+len(workerActions)+len(cronActions) {
 		t.Fatalf("routes() covers %d actions, want every one of %v %v %v", len(posts), jobActions, queueActions, workerActions)
