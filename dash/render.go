@@ -212,6 +212,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format(time.RFC3339Nano)
 	},
 	"dur":    roundDur,
+	"runs":   func(maxRetry int) int { return maxRetry + 1 }, // the most attempts a job gets
 	"minute": func(unix int64) string { return time.Unix(unix, 0).UTC().Format("15:04") },
 	"bytes":  humanBytes,
 	"states": func() []queue.State { return states },
