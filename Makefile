@@ -31,7 +31,7 @@ test/short: ## run the tests that need no Redis
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each (go test runs their seed corpora in `test`)
 	@for t in cron:FuzzParseEntry queue:FuzzDecodeJob queue:FuzzOptions cmd/jobs:FuzzParseFileJob \
-		cmd/jobs:FuzzRedact cmd/jobs:FuzzOpenRedis internal/shellwords:FuzzSplit; do \
+		cmd/jobs:FuzzRedact cmd/jobs:FuzzOpenRedis internal/shellwords:FuzzSplit dash:FuzzPagesEscape; do \
 		echo "--- $${t#*:}"; $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*} || exit 1; done
 
 bench: ## Go benchmarks

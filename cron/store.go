@@ -185,3 +185,29 @@ func (s *Store) Listing(ctx context.Context, now time.Time) ([]Listed, error) {
 	}
 	return rows, listErr
 }
+
+// Trigger enqueues the job of the dynamic entry name now, as a tick at now (to the
+// second) would: same queue and options, ID JobID(name, now), so it is the very job a
+// scheduler firing that second would enqueue, and a second trigger within the second is
+// queue.ErrDuplicate. It returns the job's ID; an unknown name is ErrNotFound.
+func (s *Store) Trigger(ctx context.Context, name string, now time.Time) (string, error) {
+	entries, err := s.List(ctx)
+	if entries == nil && err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if e.Name != name {
+			continue
+		}
+		opts, err := e.options(now)
+		if err != nil {
+			return "", fmt.Errorf("trigger cron entry %s: %w", name, err)
+		}
+		id, err := s.client.Enqueue(ctx, e.Type, []byte(e.Payload), opts...)
+		if err != nil {
+			return "", fmt.Errorf("trigger cron entry %s: %w", name, err)
+		}
+		return id, nil
+	}
+	return "", fmt.Errorf("trigger cron entry %s: %w", name, ErrNotFound)
+}

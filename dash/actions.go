@@ -1,21 +1,27 @@
 package dash
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
+	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/queue"
 )
 
 // The actions, each a POST of a form (see New): per job, per queue, per process.
 var (
 	jobActions    = []string{"retry", "run", "cancel", "delete"}
-	queueActions  = []string{"pause", "resume", "retry-dead", "purge"}
+	queueActions  = []string{"pause", "resume", "retry-dead", "purge", "selected"}
 	workerActions = []string{"quiet", "stop"}
+	cronActions   = []string{"trigger", "remove"}
 )
 
 // actionName is the last segment of the request's path: the action.
@@ -111,6 +117,13 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		err = h.client.Resume(ctx, q)
 	case "retry-dead":
 		e.Count, err = h.client.RetryAllDead(ctx, q)
+	case "selected":
+		n, target, serr := h.selected(r, q)
+		if serr != nil && n == 0 && target == "" {
+			h.fail(w, r, http.StatusBadRequest, serr)
+			return
+		}
+		e.Action, e.Target, e.Count, err = "selected-"+r.PostFormValue("do"), target, n, serr
 	case "purge":
 		st, perr := h.purgeState(r, q)
 		if perr != nil {
@@ -209,4 +222,72 @@ func (h *Handler) workerAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.done(w, r, e, h.opts.BasePath+"/workers")
+}
+
+// cronAction triggers a dynamic cron entry now, or removes it.
+func (h *Handler) cronAction(w http.ResponseWriter, r *http.Request) {
+	name, act := r.PathValue("name"), actionName(r)
+	store := cron.NewStore(h.client)
+	e := queue.AuditEntry{Action: "cron-" + act, Target: name}
+	var err error
+	if act == "trigger" {
+		var id string
+		id, err = store.Trigger(r.Context(), name, time.Now())
+		e.Detail = id
+	} else {
+		err = store.Remove(r.Context(), name)
+	}
+	if err == nil {
+		e.Count = 1
+	}
+	h.audit(r, e, err)
+	switch {
+	case errors.Is(err, cron.ErrNotFound):
+		h.fail(w, r, http.StatusNotFound, err)
+	case errors.Is(err, queue.ErrDuplicate):
+		h.fail(w, r, http.StatusConflict, fmt.Errorf("%w: this second's tick is already enqueued", err))
+	case err != nil:
+		h.failQueue(w, r, err)
+	default:
+		h.done(w, r, e, h.opts.BasePath+"/cron")
+	}
+}
+
+// selected applies one action (form field do: retry, run, cancel or delete) to the jobs
+// checked on a list page (form fields id, at most queue.MaxPage), one script call each.
+// It returns how many it changed, the IDs as the audit log's target, and the first error
+// with how many failed.
+func (h *Handler) selected(r *http.Request, q string) (int, string, error) {
+	do, ids := r.PostFormValue("do"), r.PostForm["id"]
+	if !slices.Contains(jobActions, do) {
+		return 0, "", fmt.Errorf("form field do %q: want one of %s", do, strings.Join(jobActions, ", "))
+	}
+	if len(ids) == 0 || len(ids) > queue.MaxPage {
+		return 0, "", fmt.Errorf("form field id: want 1 to %d job IDs, got %d", queue.MaxPage, len(ids))
+	}
+	ctx := r.Context()
+	n, failed := 0, 0
+	var first error
+	for _, id := range ids {
+		var err error
+		switch do {
+		case "retry", "run":
+			err = h.client.Retry(ctx, q, id)
+		case "cancel":
+			_, err = h.client.Cancel(ctx, q, id)
+		case "delete":
+			err = h.client.Delete(ctx, q, id)
+		}
+		if err != nil {
+			failed++
+			first = cmp.Or(first, err)
+			continue
+		}
+		n++
+	}
+	target := cut(strings.Join(ids, ","), 500)
+	if first != nil {
+		return n, target, fmt.Errorf("%d of %d failed, the first: %w", failed, len(ids), first)
+	}
+	return n, target, nil
 }

@@ -174,3 +174,41 @@ func TestWorkerActions(t *testing.T) {
 		t.Errorf("the worker's next beat got order %q, %v; want stop", order, err)
 	}
 }
+
+// TestSelectedJobs: the jobs checked on a list page get one action each; those that
+// cannot take it are counted and named.
+func TestSelectedJobs(t *testing.T) {
+	b := setup(t, Options{})
+	d1, d2 := b.dead(t, "t", "x", "a"), b.dead(t, "t", "x", "b")
+	page := b.get(t, "/queues/default?state=dead")
+	if !strings.Contains(page.body, `form="selection" aria-label="select"`) || !strings.Contains(page.body, `name="do" value="retry"`) {
+		t.Fatalf("dead list lacks checkboxes or the retry button:\n%s", page.body)
+	}
+	r := b.post(t, "/queues/default/selected", url.Values{"do": {"retry"}, "id": {d1, d2}})
+	wantStatus(t, "POST selected retry", r, http.StatusSeeOther)
+	for _, id := range []string{d1, d2} {
+		if got := b.state(t, "default", id); got != queue.StateReady {
+			t.Errorf("selected dead job %s is %q after retry, want ready", id, got)
+		}
+	}
+	// Retrying ready jobs fails for each: 409, nothing changed, the audit says so.
+	r = b.post(t, "/queues/default/selected", url.Values{"do": {"retry"}, "id": {d1, "nope"}})
+	if r.status != http.StatusConflict && r.status != http.StatusNotFound || !strings.Contains(r.body, "2 of 2 failed") {
+		t.Errorf("POST selected retry of a ready and a missing job = %d %.300s, want 2 of 2 failed", r.status, r.body)
+	}
+	r = b.post(t, "/queues/default/selected", url.Values{"do": {"delete"}, "id": {d1, d2}})
+	wantStatus(t, "POST selected delete", r, http.StatusSeeOther)
+	if b.state(t, "default", d1) != "" || b.state(t, "default", d2) != "" {
+		t.Error("selected jobs still exist after delete")
+	}
+	var a auditData
+	b.getJSON(t, "/audit", &a)
+	if a.Entries[0].Action != "selected-delete" || a.Entries[0].Count != 2 || a.Entries[1].Detail == "" {
+		t.Errorf("audit = %+v, want selected-delete of 2 after a failed selected-retry", a.Entries[:2])
+	}
+	for _, f := range []url.Values{{"do": {"explode"}, "id": {d1}}, {"do": {"retry"}}} {
+		if r := b.post(t, "/queues/default/selected", f); r.status != 400 {
+			t.Errorf("POST selected %v = %d, want 400", f, r.status)
+		}
+	}
+}

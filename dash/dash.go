@@ -155,7 +155,11 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	for _, a := range workerActions {
 		mux.HandleFunc("POST /workers/{id}/"+a, h.action(h.workerAction))
 	}
-	for _, p := range []string{"/jobs/{id}/{action}", "/queues/{queue}/{action}", "/workers/{id}/{action}"} {
+	for _, a := range cronActions {
+		mux.HandleFunc("POST /cron/{name}/"+a, h.action(h.cronAction))
+	}
+	for _, p := range []string{"/jobs/{id}/{action}", "/queues/{queue}/{action}", "/workers/{id}/{action}",
+		"/cron/{name}/{action}"} {
 		mux.HandleFunc("GET "+p, h.postOnly)
 	}
 	mux.HandleFunc("/", h.notFound)

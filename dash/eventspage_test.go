@@ -2,6 +2,7 @@ package dash
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,37 @@ func TestCronPage(t *testing.T) {
 		if e.NextTick == nil || (e.Name == "nightly") != e.Missed {
 			t.Errorf("cron entry %+v: want a next tick, missed only for nightly", e)
 		}
+	}
+}
+
+func TestCronActions(t *testing.T) {
+	b := setup(t, Options{})
+	ctx := context.Background()
+	store := cron.NewStore(b.client)
+	if err := store.Add(ctx, cron.Entry{Name: "n/1", Spec: "@hourly", Type: "report", Queue: "rep"}); err != nil {
+		t.Fatal(err)
+	}
+	r := b.post(t, "/cron/"+url.PathEscape("n/1")+"/trigger", nil)
+	wantStatus(t, "POST trigger", r, 303)
+	var d listJSON
+	b.getJSON(t, "/queues/rep?state=ready", &d)
+	if len(d.Jobs) != 1 || !strings.HasPrefix(d.Jobs[0].ID, "cron:n/1:") {
+		t.Fatalf("queue rep after trigger = %+v, want one cron:n/1:... job", d.Jobs)
+	}
+	// A second trigger within the same second is this second's tick again: 409, or a new
+	// second's job.
+	if r := b.post(t, "/cron/n%2F1/trigger", nil); r.status != 409 && r.status != 303 {
+		t.Errorf("second trigger = %d, want 409 (same second) or 303", r.status)
+	}
+	wantStatus(t, "POST trigger of an unknown entry", b.post(t, "/cron/nope/trigger", nil), 404)
+	wantStatus(t, "POST remove", b.post(t, "/cron/n%2F1/remove", nil), 303)
+	if es, _ := store.List(ctx); len(es) != 0 {
+		t.Errorf("entries after remove = %+v, want none", es)
+	}
+	wantStatus(t, "POST remove again", b.post(t, "/cron/n%2F1/remove", nil), 404)
+	var a auditData
+	b.getJSON(t, "/audit", &a)
+	if len(a.Entries) < 3 || a.Entries[len(a.Entries)-1].Action != "cron-trigger" {
+		t.Errorf("audit = %+v, want the cron actions", a.Entries)
 	}
 }

@@ -2,12 +2,16 @@ package dash
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -453,5 +457,33 @@ func TestJobPageSaysWhyNotMoving(t *testing.T) {
 	}
 	if r := b.get(t, "/jobs/"+sched+"?queue=default"); !strings.Contains(r.body, "Not moving: waits for its run time") {
 		t.Errorf("job page does not say why it waits:\n%s", r.body)
+	}
+}
+
+// TestRedisDown: with Redis unreachable every page answers at once with one line naming
+// the failure (502), and actions too; nothing hangs past Options.Timeout.
+func TestRedisDown(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := srv.Addr
+	srv.Stop()
+	c, err := queue.NewClient(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}), queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(c, Options{Timeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/", "/queues/default", "/jobs/x?queue=default", "/workers", "/audit", "/events", "/cron"} {
+		start := time.Now()
+		w := serve(h, p, true)
+		if w.Code != http.StatusBadGateway || !strings.Contains(w.Body.String(), `{"error":"redis: `) ||
+			strings.Count(w.Body.String(), "\n") != 1 || time.Since(start) > 2*time.Second {
+			t.Errorf("GET %s with Redis down = %d %q in %s, want 502 with one line", p, w.Code, w.Body, time.Since(start))
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -17,6 +18,12 @@ func routes(b *bundle, t *testing.T) (gets []string, posts map[string]url.Values
 	dead := b.dead(t, "t", "x", "boom")
 	sched := b.enqueue(t, "t", "x", queue.Delay(time.Hour))
 	w := b.register(t, "h:1:x")
+	store := cron.NewStore(b.client)
+	for _, name := range []string{"c1", "c2"} {
+		if err := store.Add(context.Background(), cron.Entry{Name: name, Spec: "@hourly", Type: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	q := url.Values{"queue": {"default"}}
 	gets = []string{"/", "/queues/default", "/queues/default?state=dead", "/queues/default/purge?state=dead",
 		"/jobs/" + dead + "?queue=default", "/workers", "/audit", "/events", "/cron"}
@@ -25,8 +32,10 @@ func routes(b *bundle, t *testing.T) (gets []string, posts map[string]url.Values
 		"/jobs/" + dead + "/delete": q, "/queues/default/pause": {}, "/queues/default/resume": {},
 		"/queues/default/retry-dead": {}, "/queues/default/purge": {"state": {"scheduled"}},
 		"/workers/" + w + "/quiet": {}, "/workers/" + w + "/stop": {},
+		"/cron/c1/trigger": {}, "/cron/c2/remove": {},
+		"/queues/default/selected": {"do": {"delete"}, "id": {sched}},
 	}
-	if len(posts) != len(jobActions)+len(queueActions)+len(workerActions) {
+	if len(posts) != len(jobActions)+len(queueActions)+len(workerActions)+len(cronActions) {
 		t.Fatalf("routes() covers %d actions, want every one of %v %v %v", len(posts), jobActions, queueActions, workerActions)
 	}
 	return gets, posts
@@ -50,7 +59,11 @@ func snapshotOf(t *testing.T, b *bundle) string {
 	}
 	s := st[0]
 	s.Latency = 0
-	out := strings.Join([]string{string(mustJSON(t, s)), string(mustJSON(t, len(es)))}, " ")
+	entries, err := cron.NewStore(b.client).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join([]string{string(mustJSON(t, s)), string(mustJSON(t, len(es))), string(mustJSON(t, entries))}, " ")
 	for _, p := range ps {
 		out += " " + p.ID + ":" + string(p.State)
 	}

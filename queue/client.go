@@ -29,7 +29,7 @@ const (
 	DefaultDeadRetention = 30 * 24 * time.Hour
 	DefaultDeadMax       = 10_000
 	DefaultDoneMax       = 10_000
-	DefaultEvents        = 1_000
+	DefaultEvents        = 10_000
 )
 
 // Config configures a Client. The zero value is valid: every zero field means its
@@ -53,20 +53,16 @@ type Config struct {
 	// deleted past it, so retention cannot grow with throughput. Default: 10000.
 	DoneMax int
 	// Events is about how many entries each queue's stream keeps (see [Client.Events]):
-	// every script call of this Client that changes jobs appends one entry holding its
-	// events, in the same script (one event for a single job's transition; a worker's
-	// acks and claims of one round trip, a batch enqueue or a reap share one entry), and
-	// Redis drops the oldest entries past this (in whole blocks, so a few more may stay).
-	// It counts entries, not events, because Redis caps a stream by entries: the stream
-	// keeps at least this many events, more where calls moved many jobs. Negative: this
-	// Client writes no events at all. A reader more than this many entries behind gets
-	// [ErrEventsGap]; raise it if `jobs tail` consumers fall that far behind. An entry of
-	// one event costs Redis about 75 bytes, so the default keeps about 75 KB per queue
-	// of single-job entries, and more for busy workers' batches (an event in a batch
-	// costs about 60 bytes: 30,000 jobs processed at concurrency 100 wrote 90,000
-	// events in 380 entries, 5.4 MB, so the default keeps about 14 MB of such a queue;
-	// the largest entries are a reap's, up to 1,000 events, a batch enqueue's 500, and a
-	// worker round trip's, up to twice its concurrency). Default: 1000.
+	// every script call of this Client that changes jobs appends its events in entries of
+	// up to 16, in the same script (one entry of one event for a single job's transition;
+	// a worker's acks and claims of one round trip, a batch enqueue or a reap share
+	// entries), and Redis drops the oldest entries past this (in whole blocks, so a few
+	// more may stay). It counts entries, not events, because Redis caps a stream by
+	// entries: the stream keeps at least this many events and at most 16 times as many.
+	// Negative: this Client writes no events at all. A reader more than this many entries
+	// behind gets [ErrEventsGap]; raise it if `jobs tail` consumers fall that far behind.
+	// An entry of one event costs Redis about 75 bytes, an event in a full entry about
+	// 60, so the default keeps between about 750 KB and 10 MB per queue. Default: 10000.
 	Events int
 }
 

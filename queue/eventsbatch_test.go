@@ -85,6 +85,49 @@ func TestEventsOneEntryPerCall(t *testing.T) {
 	}
 }
 
+// A call of more than 16 events writes them in entries of 16 (so a stream capped at N
+// entries keeps at most 16N events), in order, with one XTRIM: 40 enqueued jobs and 40
+// claimed ones are 3 entries each (16, 16, 8), and a reader resumed inside any of them
+// gets exactly the rest.
+func TestEventsEntriesHoldAtMost16(t *testing.T) {
+	c := setup(t, Config{})
+	stream := c.keys.queue("default").events
+	ids := enqueueN(t, c, 40)
+	jobs, err := c.broker().Claim(ctx, "default", 40, time.Minute, "w")
+	if err != nil || len(jobs) != 40 {
+		t.Fatalf("Claim(40) = %d, %v", len(jobs), err)
+	}
+	entries, err := c.rdb.XRange(ctx, stream, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, e := range entries {
+		sizes = append(sizes, strings.Count(e.Values["event"].(string), "\n")+1)
+	}
+	if want := []int{16, 16, 8, 16, 16, 8}; !slices.Equal(sizes, want) {
+		t.Fatalf("entries hold %v events, want %v", sizes, want)
+	}
+	var want []string
+	for _, id := range ids {
+		want = append(want, "enqueued "+id+" 0 ")
+	}
+	for _, id := range ids {
+		want = append(want, "started "+id+" 1 w")
+	}
+	all := readEvents(t, c, nil, "0", 80)
+	for _, k := range []int{0, 15, 16, 17, 39, 40, 47, 78} {
+		rest := readEvents(t, c, nil, all[k].Cursor, 79-k)
+		var got []string
+		for _, e := range append(all[:k+1:k+1], rest...) {
+			got = append(got, summary(e))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("resumed after event %d (cursor %s): %d events, want the 80 in order", k, all[k].Cursor, len(got))
+		}
+	}
+}
+
 // A reader stopped after any event of a multi-event entry and resumed from that event's
 // cursor gets exactly the rest: nothing lost, nothing repeated, then what follows.
 func TestEventsResumeInsideAnEntry(t *testing.T) {
@@ -210,8 +253,14 @@ func TestWaitSeesDoneInsideABatchEntry(t *testing.T) {
 	if err != nil || len(jobs) != 5 {
 		t.Fatalf("Claim(5) = %d, %v", len(jobs), err)
 	}
-	// The waiter on a connection of its own, named, to see when it blocks on the stream.
-	opts := *c.rdb.(*redis.Client).Options()
+	// The waiter on a connection of its own, named, to see when it blocks on the stream:
+	// CLIENT LIST of one node shows it, which a cluster client cannot aim at the queue's
+	// node. What is read is the same on a cluster (TestTailAcrossClusterMasters).
+	single, ok := c.rdb.(*redis.Client)
+	if !ok {
+		t.Skip("names the waiter's connection on a single node")
+	}
+	opts := *single.Options()
 	opts.ClientName = "wait-" + strings.ReplaceAll(c.cfg.Prefix, ":", "-")
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { rdb.Close() })

@@ -102,8 +102,7 @@ func (c *Client) readyPage(ctx context.Context, queue, cursor string, limit int)
 // dead descending (most recent first).
 func (c *Client) setPage(ctx context.Context, queue string, state State, cursor string, limit int) ([]string, string, error) {
 	qk := c.keys.queue(queue)
-	key := map[State]string{StateScheduled: qk.scheduled, StateRetry: qk.retry, StateActive: qk.active,
-		StateDone: qk.done, StateDead: qk.dead}[state]
+	key := qk.index(state)
 	desc := state == StateDone || state == StateDead
 	var zs []redis.Z
 	var lastRead *redis.Z // set when another page may follow

@@ -4,7 +4,7 @@
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:done        ZSET  job ID -> finished_at (ms), trimmed by age and count
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
--- KEYS[4]  jobs:{q}:events      STREAM one entry per call that settled a job: a line per job,
+-- KEYS[4]  jobs:{q}:events      STREAM the events of each call that settled a job: a line per job,
 --                               done, or dead (cancelled)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
@@ -25,7 +25,7 @@
 --          a job with the cancel flag never ends done. A unique job's key is released
 --          (see enqueue.lua) unless it asked to keep it. The first write is the ZREM from
 --          active (see ack_jobs in lib.lua): acks go through on a full Redis; the call's
---          events are written in the same call, after it (one entry), so an event exists
+--          events are written in the same call, after it, so an event exists
 --          exactly for each ack that committed.
 
 local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], ev = event_buf(KEYS[4], tonumber(ARGV[7])),

@@ -8,7 +8,7 @@
 -- KEYS[3]  jobs:{q}:ready       LIST  job IDs ready to run (RPOP: oldest first)
 -- KEYS[4]  jobs:{q}:paused      STRING present while the queue is paused
 -- KEYS[5]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
--- KEYS[6]  jobs:{q}:events      STREAM one entry per call that settled or claimed a job: a
+-- KEYS[6]  jobs:{q}:events      STREAM the events of each call that settled or claimed a job: a
 --                               line per acked job (done, or dead when cancelled), then one
 --                               per claimed job (started), in that order
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"

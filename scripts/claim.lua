@@ -3,7 +3,7 @@
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (RPOP: oldest first)
 -- KEYS[2]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[3]  jobs:{q}:paused      STRING present while the queue is paused
--- KEYS[4]  jobs:{q}:events      STREAM one entry per call that claimed jobs: a 'started' line
+-- KEYS[4]  jobs:{q}:events      STREAM the events of each call that claimed jobs: a 'started' line
 --                               per claimed job, in claim order
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  count                most jobs to claim (the worker's free slots; <= 1000)

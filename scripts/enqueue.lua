@@ -3,7 +3,7 @@
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (LPUSH here, workers RPOP)
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
--- KEYS[4]  jobs:{q}:events      STREAM one entry per call that wrote jobs: a line per job
+-- KEYS[4]  jobs:{q}:events      STREAM the events of each call that wrote jobs: a line per job
 --                               written, enqueued (ready) or scheduled
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2]  call nonce           unique per call ("" when every ID is fresh), kept in the
@@ -156,9 +156,9 @@ if type(r) == 'table' and r.err then
   return r
 end
 -- One event per job written, after the writes above: the script has changed something by
--- now, so a full Redis cannot refuse the XADD (it refused the LPUSH or ZADD already). All
--- of the call's events are one entry (lib.lua's event_buf), added by one XADD, which is
--- checked (a key of the wrong type) so that the call can be undone.
+-- now, so a full Redis cannot refuse the XADD (it refused the LPUSH or ZADD already). The
+-- call's events are entries of up to 16 (lib.lua's event_buf), each XADD checked (a key
+-- of the wrong type fails the first) so that the call can be undone.
 if maxlen > 0 and (n_ready > 0 or due) then
   local tokens = math.min(n_ready, 64)
   if due then tokens = tokens + 1 end
@@ -181,10 +181,13 @@ if maxlen > 0 and (n_ready > 0 or due) then
     end
     i = j
   end
-  local e = redis.pcall('XADD', events, '*', 'event', table.concat(ev, '\n', 1, ev.n))
-  if type(e) == 'table' and e.err then
-    undo(tokens)
-    return e
+  for from = 1, ev.n, ev.per_entry do
+    local e = redis.pcall('XADD', events, '*', 'event',
+      table.concat(ev, '\n', from, math.min(from + ev.per_entry - 1, ev.n)))
+    if type(e) == 'table' and e.err then -- only the first can fail: the key's type
+      undo(tokens)
+      return e
+    end
   end
   redis.call('XTRIM', events, 'MAXLEN', '~', maxlen)
 end

@@ -5,7 +5,7 @@
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  one 's' token, so an idle worker plans for the retry's run_at
--- KEYS[5]  jobs:{q}:events      STREAM one entry per call that failed jobs: a line per job,
+-- KEYS[5]  jobs:{q}:events      STREAM the events of each call that failed jobs: a line per job,
 --                               retry or dead
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)

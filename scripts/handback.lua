@@ -9,7 +9,7 @@
 -- KEYS[3]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  wake tokens: 'r' per job made ready, one 's' if delayed
 -- KEYS[5]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
--- KEYS[6]  jobs:{q}:events      STREAM one entry per call that changed jobs: a line per job,
+-- KEYS[6]  jobs:{q}:events      STREAM the events of each call that changed jobs: a line per job,
 --                               handed_back, postponed (a postpone,
 --                               with its reason as the error), or dead (cancelled)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"

@@ -91,13 +91,16 @@ end
 
 -- event_buf starts the buffer of one call's events for the queue's stream ev (jobs:{q}:events),
 -- capped at about maxlen entries (<= 0: events off, nothing is collected or written).
--- A call collects its events with event and writes them with write_events as ONE stream
--- entry: one field, event, holding one line per event, separated by newlines. One entry
--- per call rather than one per job: an XADD costs Redis about 1.2us whatever it holds,
--- and a worker's ack and claim of 100 jobs each wrote 200 of them (0.88x the jobs per
--- second of the same call without events; one entry: see DESIGN.md, Events).
+-- A call collects its events with event and writes them with write_events as stream entries
+-- of up to b.per_entry (16) events each: one field, event, holding one line per event,
+-- separated by newlines. Entries of many events rather than one per job: an XADD costs
+-- Redis about 1.2us whatever it holds, and a worker's ack and claim of 100 jobs each wrote
+-- 200 of them (0.88x the jobs per second of the same call without events). At most 16 per
+-- entry because Redis caps a stream by entries: the cap of N entries then keeps between N
+-- and 16N events, never the ~240N that one entry per busy worker's call would keep (about
+-- 140 MB a queue at N = 10,000). See DESIGN.md, Events.
 local function event_buf(ev, maxlen)
-  return {key = ev, maxlen = maxlen, n = 0}
+  return {key = ev, maxlen = maxlen, n = 0, per_entry = 16}
 end
 
 -- event adds one event to the call's buffer b (see event_buf): name, id, type, attempt, worker
@@ -114,9 +117,9 @@ local function event(b, name, id, typ, attempt, worker, err)
     '\t' .. err
 end
 
--- write_events appends the call's events (buffer b) to the stream as one entry, then caps the
--- stream at about maxlen entries (MAXLEN ~: Redis drops whole nodes of old entries, never
--- one at a time). Nothing when the call had no event. The entry's ID is Redis's clock, so
+-- write_events appends the call's events (buffer b) to the stream as entries of up to
+-- b.per_entry events (one entry for most calls), then caps the stream at about maxlen
+-- entries (MAXLEN ~: Redis drops whole nodes of old entries, never one at a time). Nothing when the call had no event. The entry's ID is Redis's clock, so
 -- entries are in commit order per queue, and a call's events are in its order within it.
 -- Call it only after the script's first write: XADD is a deny-oom command, which Redis at
 -- maxmemory (noeviction) refuses only as a script's first change, so events written after
@@ -124,7 +127,9 @@ end
 -- so a full Redis never refuses it.
 local function write_events(b)
   if b.n == 0 then return end
-  redis.call('XADD', b.key, '*', 'event', table.concat(b, '\n', 1, b.n))
+  for i = 1, b.n, b.per_entry do
+    redis.call('XADD', b.key, '*', 'event', table.concat(b, '\n', i, math.min(i + b.per_entry - 1, b.n)))
+  end
   redis.call('XTRIM', b.key, 'MAXLEN', '~', b.maxlen)
 end
 

@@ -9,7 +9,7 @@
 -- KEYS[2]  jobs:{q}:ready       LIST  job IDs ready to run (RPUSH: the head, claimed first)
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:wake        LIST  one 'r' token per job made ready, for idle workers
--- KEYS[5]  jobs:{q}:events      STREAM one entry per call that reaped jobs: a line per job,
+-- KEYS[5]  jobs:{q}:events      STREAM the events of each call that reaped jobs: a line per job,
 --                               reaped (back to ready) or dead (no attempts left, or
 --                               cancelled)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"

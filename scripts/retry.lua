@@ -6,7 +6,7 @@
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms)
 -- KEYS[4]  jobs:{q}:ready       LIST  job IDs ready to run
 -- KEYS[5]  jobs:{q}:wake        LIST  one 'r' token per job made ready
--- KEYS[6]  jobs:{q}:events      STREAM one entry per call that made jobs ready: a
+-- KEYS[6]  jobs:{q}:events      STREAM the events of each call that made jobs ready: a
 --                               'requeued' line per job
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  from                 "" to retry from any of those states, or one of them only

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -9,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	webdash "github.com/jobs-dev/jobs/dash"
 	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 func TestDashRefusesBadUsage(t *testing.T) {
@@ -103,5 +110,63 @@ func TestDevServesDashboard(t *testing.T) {
 	}
 	if code := get(t, url+"workers", "", ""); code != http.StatusOK {
 		t.Errorf("GET %sworkers = %d, want 200", url, code)
+	}
+}
+
+// TestDashJSONMatchesCLI: the dashboard's JSON carries exactly the objects the CLI's
+// --json prints: stats' queues, inspect's job, ls' jobs, workers' list, history's points.
+func TestDashJSONMatchesCLI(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	srv := redistest.Shared(t)
+	id := strings.TrimSpace(jobs(t, p, "", "enqueue", "--max-retry", "2", "email", `{"to":"ann"}`).stdout)
+	jobs(t, p, "", "enqueue", "--delay", "1h", "later", "x")
+	client, err := queue.NewClient(redis.NewClient(&redis.Options{Addr: srv.Addr}), queue.Config{Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := webdash.New(client, webdash.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) map[string]json.RawMessage {
+		t.Helper()
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Accept", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		var m map[string]json.RawMessage
+		if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &m) != nil {
+			t.Fatalf("GET %s = %d %s", path, w.Code, w.Body)
+		}
+		return m
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		r := jobs(t, p, "", args...)
+		if r.code != 0 {
+			t.Fatalf("jobs %v = %+v", args, r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	field := func(raw, name string) string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		return string(m[name])
+	}
+	noLatency := func(s string) string { return regexp.MustCompile(`"latency_ms":\d+`).ReplaceAllString(s, "") }
+	for _, tc := range []struct{ what, dash, cli string }{
+		{"stats --json queues", noLatency(string(get("/")["queues"])), noLatency(field(cli("stats", "--json"), "queues"))},
+		{"inspect --json", string(get("/jobs/" + id + "?queue=default")["job"]), cli("inspect", "--json", id)},
+		{"ls --json", string(get("/queues/default?state=ready")["jobs"]), cli("ls", "default", "--json")},
+		{"ls --state scheduled --json", string(get("/queues/default?state=scheduled")["jobs"]),
+			cli("ls", "default", "--state", "scheduled", "--json")},
+		{"workers --json", string(get("/workers")["workers"]), field(cli("workers", "--json"), "workers")},
+	} {
+		if tc.dash != tc.cli {
+			t.Errorf("%s:\ndash %s\ncli  %s", tc.what, tc.dash, tc.cli)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http/httptest"
@@ -327,7 +328,7 @@ func aclDash(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := webdash.New(client, webdash.Options{})
+	h, err := webdash.New(client, webdash.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func tailCommand(e *env) *cli.Command {
 		Usage:     "follow the event stream of queues: every transition of every job, as it commits",
 		ArgsUsage: "[QUEUE...]",
 		Description: "Follows like tail -f (blocking reads, no polling) until interrupted; with no QUEUE, every\n" +
-			"known queue. Each queue keeps about --events (global flag, default 1000) stream entries,\n" +
+			"known queue. Each queue keeps about --events (global flag, default 10000) stream entries,\n" +
 			"each one call's events (one job's transition, or a worker's batch of acks and claims).\n" +
 			"Every --json line carries a cursor: `--since CURSOR` resumes right after that line (an\n" +
 			"event inside an entry has ID/k: after the entry's first k events), and a reader\n" +
