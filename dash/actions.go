@@ -19,7 +19,7 @@ import (
 // The actions, each a POST of a form (see New): per job, per queue, per process.
 var (
 	jobActions    = []string{"retry", "run", "cancel", "delete"}
-	queueActions  = []string{"pause", "resume", "retry-dead", "purge", "selected"}
+	queueActions  = []string{"pause", "resume", "retry-dead", "purge", "selected", "matching"}
 	workerActions = []string{"quiet", "stop"}
 	cronActions   = []string{"trigger", "remove"}
 )
@@ -117,6 +117,9 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		err = h.client.Resume(ctx, q)
 	case "retry-dead":
 		e.Count, err = h.client.RetryAllDead(ctx, q)
+	case "matching":
+		h.matchingAction(w, r, q) // audits each batch itself
+		return
 	case "selected":
 		n, target, serr := h.selected(r, q)
 		if serr != nil && n == 0 && target == "" {

@@ -2,8 +2,10 @@ package dash
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +211,73 @@ func TestSelectedJobs(t *testing.T) {
 	for _, f := range []url.Values{{"do": {"explode"}, "id": {d1}}, {"do": {"retry"}}} {
 		if r := b.post(t, "/queues/default/selected", f); r.status != 400 {
 			t.Errorf("POST selected %v = %d, want 400", f, r.status)
+		}
+	}
+}
+
+// TestEveryMatch: an action on every job matching a filter runs in bounded batches (at
+// most ScanLimit jobs read per request), each continuing from the last, until every job
+// of the state was read; the jobs that do not match are untouched.
+func TestEveryMatch(t *testing.T) {
+	b := setup(t, Options{PageSize: 2, ScanLimit: 4})
+	var match, other []string
+	for i := range 12 {
+		if i%2 == 0 {
+			match = append(match, b.dead(t, "resize", "x", "image too large"))
+		} else {
+			other = append(other, b.dead(t, "email", "x", "bounce"))
+		}
+	}
+	page := b.get(t, "/queues/default?state=dead&error=too+large")
+	if !strings.Contains(page.body, `id="matching"`) || !strings.Contains(page.body, `name="do" value="retry"`) {
+		t.Fatalf("filtered dead list lacks the every-match form:\n%s", page.body)
+	}
+	form := url.Values{"state": {"dead"}, "do": {"retry"}, "error": {"TOO LARGE"}}
+	batches := 0
+	for {
+		batches++
+		if batches > 10 {
+			t.Fatal("more than 10 batches")
+		}
+		r := b.do(t, "POST", "/queues/default/matching", form, map[string]string{"Accept": "application/json"})
+		wantStatus(t, "POST matching", r, 200)
+		var d matchingData
+		if err := json.Unmarshal([]byte(r.body), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Next == "" {
+			if d.Changed != 6 || d.Failed != 0 {
+				t.Errorf("every match done: changed %d, failed %d; want 6, 0", d.Changed, d.Failed)
+			}
+			break
+		}
+		form.Set("cursor", d.Next)
+		form.Set("changed", strconv.Itoa(d.Changed))
+		form.Set("read", strconv.Itoa(d.Read))
+		form.Set("failed", strconv.Itoa(d.Failed))
+	}
+	if batches < 3 {
+		t.Errorf("%d batches for 12 jobs read 4 at a time, want at least 3", batches)
+	}
+	for _, id := range match {
+		if got := b.state(t, "default", id); got != queue.StateReady {
+			t.Errorf("matching job %s is %q, want ready", id, got)
+		}
+	}
+	for _, id := range other {
+		if got := b.state(t, "default", id); got != queue.StateDead {
+			t.Errorf("job %s that does not match is %q, want dead", id, got)
+		}
+	}
+	// The HTML form shows progress and a continue button until the end.
+	b2 := b.post(t, "/queues/default/matching", url.Values{"state": {"dead"}, "do": {"delete"}, "type": {"email"}})
+	if b2.status != 200 || !strings.Contains(b2.body, `id="matching-continue"`) {
+		t.Errorf("first batch of a delete = %d, want the progress page with a continue button", b2.status)
+	}
+	for _, f := range []url.Values{{"state": {"dead"}, "do": {"cancel"}, "type": {"x"}}, {"state": {"dead"}, "do": {"retry"}},
+		{"state": {"nope"}, "do": {"retry"}, "type": {"x"}}, {"state": {"dead"}, "do": {"retry"}, "type": {"x"}, "read": {"-1"}}} {
+		if r := b.post(t, "/queues/default/matching", f); r.status != 400 {
+			t.Errorf("POST matching %v = %d, want 400", f, r.status)
 		}
 	}
 }

@@ -101,7 +101,9 @@ func (l *liveHub) read() []byte {
 }
 
 // live streams the shared snapshots as server-sent events ("stats"), until the client
-// goes. It is the one route without the request timeout.
+// goes or the request's context ends. It is the one route without the request timeout,
+// and it never goes idle: a server that mounts the dashboard should end its requests'
+// contexts when it stops (http.Server.BaseContext), or Shutdown waits for these streams.
 func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {

@@ -3,6 +3,7 @@ package dash
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/jobs-dev/jobs/queue"
@@ -21,6 +22,17 @@ type overviewData struct {
 	// HistoryAt is when the throughput and chart were read: they are shared by every
 	// request for Options.SnapshotEvery.
 	HistoryAt time.Time `json:"history_at"`
+	// Rows are the queues as the page shows them.
+	Rows []overviewRow `json:"-"`
+}
+
+// overviewRow is one queue's row: its counts, its page's URL (escaped once, not once per
+// link: the overview of 1,000 queues spends most of its time in the template) and why
+// its jobs are not moving.
+type overviewRow struct {
+	S   queue.QueueStats
+	URL string
+	Why []string
 }
 
 // spanTotal sums the attempts of every queue that ended over a span: 1h and 24h from the
@@ -171,10 +183,13 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	if d.Queues == nil {
 		d.Queues = []queue.QueueStats{}
 	}
-	for _, s := range stats {
-		if why := stuck(s); len(why) > 0 {
+	d.Rows = make([]overviewRow, len(stats))
+	for i, s := range stats {
+		why := stuck(s)
+		if len(why) > 0 {
 			d.Stuck[s.Name] = why
 		}
+		d.Rows[i] = overviewRow{S: s, URL: h.opts.BasePath + "/queues/" + url.PathEscape(s.Name), Why: why}
 	}
 	h.render(w, r, "overview", "Overview", d, nil)
 }

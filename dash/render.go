@@ -191,7 +191,8 @@ var notices = map[string]string{
 	"delete": "Job deleted.", "pause": "Queue paused.", "resume": "Queue resumed.",
 	"retry-dead": "Dead jobs made ready.", "purge": "Jobs purged.", "quiet": "Told to be quiet.",
 	"stop": "Told to stop.", "selected-retry": "Selected jobs made ready.", "selected-run": "Selected jobs made ready.",
-	"selected-cancel": "Selected jobs cancelled.", "selected-delete": "Selected jobs deleted.", "cron-trigger": "Cron job enqueued.", "cron-remove": "Cron entry removed.",
+	"selected-cancel": "Selected jobs cancelled.", "selected-delete": "Selected jobs deleted.",
+	"matching": "Done: every match was read.", "cron-trigger": "Cron job enqueued.", "cron-remove": "Cron entry removed.",
 }
 
 var funcs = template.FuncMap{
@@ -211,11 +212,12 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339Nano)
 	},
-	"dur":    roundDur,
-	"runs":   func(maxRetry int) int { return maxRetry + 1 }, // the most attempts a job gets
-	"minute": func(unix int64) string { return time.Unix(unix, 0).UTC().Format("15:04") },
-	"bytes":  humanBytes,
-	"states": func() []queue.State { return states },
+	"dur":        roundDur,
+	"runs":       func(maxRetry int) int { return maxRetry + 1 }, // the most attempts a job gets
+	"actionsFor": jobActionsFor,
+	"minute":     func(unix int64) string { return time.Unix(unix, 0).UTC().Format("15:04") },
+	"bytes":      humanBytes,
+	"states":     func() []queue.State { return states },
 	"summary": func(s string) string {
 		return printable.Escape(cut(firstLine(s), 120), false)
 	},

@@ -34,6 +34,7 @@ func routes(b *bundle, t *testing.T) (gets []string, posts map[string]url.Values
 		"/workers/" + w + "/quiet": {}, "/workers/" + w + "/stop": {},
 		"/cron/c1/trigger": {}, "/cron/c2/remove": {},
 		"/queues/default/selected": {"do": {"delete"}, "id": {sched}},
+		"/queues/default/matching": {"do": {"retry"}, "state": {"dead"}, "type": {"t"}},
 	}
 	if len(posts) != len(jobActions)+len(queueActions)+len(workerActions)+len(cronActions) {
 		t.Fatalf("routes() covers %d actions, want every one of %v %v %v", len(posts), jobActions, queueActions, workerActions)

@@ -23,8 +23,8 @@ type AuditEntry struct {
 	// Who is the operator: the user the dashboard authenticated, else the client's address.
 	Who string `json:"who"`
 	// Action is what was done: retry, cancel, delete, run, pause, resume, retry-dead, purge,
-	// quiet, stop, cron-trigger, cron-remove, and selected-<action> for the jobs checked on a
-	// list page.
+	// quiet, stop, cron-trigger, cron-remove; selected-<action> for the jobs checked on a
+	// list page, matching-<action> for one batch of the jobs matching a filter.
 	Action string `json:"action"`
 	Queue  string `json:"queue"`
 	// Target is the job ID, process ID or state acted on ("" for the whole queue).

@@ -99,7 +99,11 @@ func serveDash(addr string, client *queue.Client, opts webdash.Options) (url str
 	if err != nil {
 		return "", nil, fmt.Errorf("dashboard: cannot listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
+	// Requests' contexts end when stop is called, so the live streams (/live), which
+	// never go idle, end at once instead of holding up Shutdown.
+	base, cancelBase := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			opts.Logger.Error("dashboard stopped", slog.String("error", err.Error()))
@@ -112,6 +116,7 @@ func serveDash(addr string, client *queue.Client, opts webdash.Options) (url str
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port) + opts.BasePath + "/", func() {
+		cancelBase()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
