@@ -108,6 +108,43 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("retry every dead job matching a filter, in batches", func(t *testing.T) {
+		b := setup(t, Options{PageSize: 2, ScanLimit: 2})
+		for i := range 8 {
+			typ := "resize"
+			if i%4 == 3 {
+				typ = "thumbnail"
+			}
+			b.enqueue(t, typ, `{"n":`+strconv.Itoa(i)+`}`)
+		}
+		drain(t, b.client, func(j *queue.Job) error { return worker.SkipRetry(errors.New("disk full")) }, queue.DefaultQueue)
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/queues/default?state=dead&type=resize")
+		p.Click(`#matching button[value="retry"]`)
+		// Each batch's page says how many jobs were read so far and offers the next.
+		const done, readSoFar = `location.search.includes("done=matching")`,
+			`Number(document.getElementById("matching-progress")?.dataset.read)`
+		for read, batches := 0, 1; ; batches++ {
+			p.WaitTrue(done + " || " + readSoFar + " > " + strconv.Itoa(read))
+			if browsertest.Eval[bool](p, done) {
+				break
+			}
+			if batches == 8 { // 8 dead jobs, 2 read per batch
+				t.Fatalf("still not done after %d batches", batches)
+			}
+			read = browsertest.Eval[int](p, readSoFar)
+			p.Click("#matching-continue")
+		}
+		st, err := b.client.StatsOf(context.Background(), queue.DefaultQueue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st[0].Ready != 6 || st[0].Dead != 2 {
+			t.Errorf("after retrying every dead resize job: %d ready, %d dead; want 6 ready (the resize jobs), 2 dead",
+				st[0].Ready, st[0].Dead)
+		}
+	})
+
 	t.Run("chart draws", func(t *testing.T) {
 		b := setup(t, Options{})
 		queues := []string{queue.DefaultQueue, "emails", "images"}
