@@ -108,6 +108,30 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("retry the selected dead jobs", func(t *testing.T) {
+		b := setup(t, Options{})
+		var ids []string
+		for i := range 3 {
+			ids = append(ids, b.enqueue(t, "resize", `{"n":`+strconv.Itoa(i)+`}`))
+		}
+		drain(t, b.client, failType("resize", "image too large"), queue.DefaultQueue)
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/queues/default?state=dead")
+		p.Click(`tr[data-job-id="` + ids[0] + `"] input[type="checkbox"]`)
+		p.Click(`tr[data-job-id="` + ids[2] + `"] input[type="checkbox"]`)
+		p.Click(`#selection button[value="retry"]`)
+		p.WaitText(`#states [data-count="dead"]`, "1")
+		for i, id := range ids {
+			want := queue.StateReady
+			if i == 1 {
+				want = queue.StateDead
+			}
+			if j, err := b.client.Get(context.Background(), queue.DefaultQueue, id); err != nil || j.State != want {
+				t.Errorf("job %d after retrying jobs 0 and 2: Get() = %+v, %v; want %s", i, j, err, want)
+			}
+		}
+	})
+
 	t.Run("retry every dead job matching a filter, in batches", func(t *testing.T) {
 		b := setup(t, Options{PageSize: 2, ScanLimit: 2})
 		for i := range 8 {
