@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/browsertest"
 	"github.com/jobs-dev/jobs/internal/proto"
@@ -166,6 +167,28 @@ func TestE2E(t *testing.T) {
 		if st[0].Ready != 6 || st[0].Dead != 2 {
 			t.Errorf("after retrying every dead resize job: %d ready, %d dead; want 6 ready (the resize jobs), 2 dead",
 				st[0].Ready, st[0].Dead)
+		}
+	})
+
+	t.Run("cron: trigger an entry now, then remove it", func(t *testing.T) {
+		b := setup(t, Options{})
+		if err := cron.NewStore(b.client).Add(context.Background(),
+			cron.Entry{Name: "nightly-report", Spec: "0 3 * * *", Type: "report"}); err != nil {
+			t.Fatal(err)
+		}
+		p := br.NewPage(t)
+		p.Navigate(b.srv.URL + "/cron")
+		row := `tr[data-entry="nightly-report"]`
+		p.WaitText(row, "report")
+		p.Click(row + ` button[data-action="trigger"]`)
+		p.WaitText("#notice", "enqueued")
+		if n := readyCount(t, b.client); n != 1 {
+			t.Fatalf("after Trigger now, %d jobs ready, want 1", n)
+		}
+		p.Click(row + ` button[data-action="remove"]`)
+		p.WaitGone(row)
+		if es, err := cron.NewStore(b.client).List(context.Background()); err != nil || len(es) != 0 {
+			t.Fatalf("after Remove, List() = %v, %v; want no entry", es, err)
 		}
 	})
 
