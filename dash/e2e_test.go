@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,9 +12,7 @@ import (
 	"time"
 
 	"github.com/jobs-dev/jobs/cron"
-	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/browsertest"
-	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/jobstest"
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
@@ -203,7 +200,6 @@ func TestE2E(t *testing.T) {
 			}
 		}
 		drain(t, b.client, failType("resize", "image too large"), queues...)
-		seedHistory(t, b.client, queues)
 		for i := range 5 { // some waiting work, and a paused queue, for the picture
 			b.enqueue(t, "report", `{"n":`+strconv.Itoa(i)+`}`)
 		}
@@ -351,25 +347,6 @@ func drain(t *testing.T, c *queue.Client, outcome func(*queue.Job) error, queues
 		Queues:          weights,
 		ShutdownTimeout: time.Second,
 	})
-}
-
-// seedHistory adds an hour of per-minute attempts to the queues' metrics history, as
-// workers would have flushed them, through the workers' own write path: the chart then
-// has a line to draw (and the README picture an hour to show).
-func seedHistory(t *testing.T, c *queue.Client, queues []string) {
-	t.Helper()
-	now := time.Now().UnixMilli() / 60_000
-	var samples []*proto.MetricsSample
-	for i, q := range queues {
-		for m := range int64(60) {
-			n := 8 + 6*math.Sin(float64(m+int64(10*i))/7) + float64((m*int64(i+3))%5)
-			samples = append(samples, &proto.MetricsSample{Queue: q, Type: "seed", Minute: now - 60 + m,
-				Processed: int64(n), Failed: int64(n) / 9 * int64(i%2)})
-		}
-	}
-	if _, err := broker.Of(c).RecordMetrics(context.Background(), samples); err != nil {
-		t.Fatalf("RecordMetrics() err = %v", err)
-	}
 }
 
 // listeners is how many open streams of /live the dashboard is serving.
