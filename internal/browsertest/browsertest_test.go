@@ -166,6 +166,30 @@ func TestBrowser(t *testing.T) {
 		checkScreenshot(t, r)
 	})
 
+	t.Run("a tolerated problem is logged, the others still fail", func(t *testing.T) {
+		t.Parallel()
+		r := &recorder{TB: t}
+		p := b.NewPage(r)
+		p.Tolerate("a known defect", func(pr Problem) bool { return strings.Contains(pr.URL, "/nope.png") })
+		r.run(func() {
+			p.Navigate(srv.URL + "/missing")
+			p.WaitTrue(`document.querySelector("img").complete`)
+			p.Navigate(srv.URL + "/console")
+		})
+		r.runCleanups()
+		var failure string
+		for _, m := range r.msgs {
+			if strings.HasPrefix(m, "the browser reported") {
+				failure = m
+			}
+		}
+		if !r.logged("tolerated (a known defect): http: Image 404 Not Found") || strings.Contains(failure, "nope.png") ||
+			!strings.Contains(failure, "console.error: boom 42") || !r.Failed() {
+			t.Errorf("failed = %v with %q; want the 404 tolerated and logged, the console.error failing", r.Failed(), r.msgs)
+		}
+		os.Remove(filepath.Join(ScreenshotDir(), fileName(r.Name())+".png"))
+	})
+
 	t.Run("a wait that times out fails the test", func(t *testing.T) {
 		t.Parallel()
 		r := &recorder{TB: t}
