@@ -18,8 +18,9 @@ lint: ## gofmt, go vet, go mod tidy (no diff) and staticcheck (fetched from the 
 	$(GO) mod tidy -diff
 	$(GO) run $(STATICCHECK) ./...
 
-test: lint ## lint, then every test with the race detector (installs redis-server when missing and root)
+test: lint ## lint, then every test with the race detector (installs redis-server and chromium when missing and root)
 	@./.ci/ensure-redis
+	@./.ci/ensure-chromium
 	$(GO) test -race -count=1 -timeout 15m ./...
 	@echo "--- again on a local 3-master Redis Cluster (JOBS_TEST_CLUSTER=1): lifecycle, worker, cron, locks, scripts"
 	JOBS_TEST_CLUSTER=1 $(GO) test -race -count=1 -timeout 10m -run '^Test' ./queue ./worker ./cron ./lock ./scripts
@@ -30,10 +31,16 @@ test/short: ## run the tests that need no Redis
 FUZZTIME ?= 30s
 fuzz: ## run every fuzz target for FUZZTIME each (go test runs their seed corpora in `test`)
 	@for t in cron:FuzzParseEntry queue:FuzzDecodeJob queue:FuzzOptions cmd/jobs:FuzzParseFileJob \
-		cmd/jobs:FuzzRedact cmd/jobs:FuzzOpenRedis internal/shellwords:FuzzSplit; do \
+		cmd/jobs:FuzzRedact cmd/jobs:FuzzOpenRedis internal/shellwords:FuzzSplit dash:FuzzPagesEscape; do \
 		echo "--- $${t#*:}"; $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*} || exit 1; done
 
 bench: ## Go benchmarks
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
 
-.PHONY: help build demo lint test test/short fuzz bench
+UPLOT ?= 1.6.32
+vendor: ## refresh dash/static/vendor/uplot from npm (developers only; never run by build or CI)
+	@d=$$(mktemp -d) && (cd $$d && npm pack --silent uplot@$(UPLOT) >/dev/null && tar xzf uplot-$(UPLOT).tgz) && \
+		cp $$d/package/dist/uPlot.iife.min.js $$d/package/dist/uPlot.min.css $$d/package/LICENSE dash/static/vendor/uplot/ && \
+		rm -rf $$d && sha256sum dash/static/vendor/uplot/*
+
+.PHONY: help build demo lint test test/short fuzz bench vendor

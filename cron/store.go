@@ -149,3 +149,65 @@ func (s *Store) record(ctx context.Context, name string, st State) error {
 	b, _ := json.Marshal(st)
 	return s.rdb.HSet(ctx, s.keys.State, name, b).Err()
 }
+
+// Listed is a dynamic entry with what the schedulers recorded about it: the shape of
+// `jobs cron ls --json` and of the dashboard's /cron page.
+type Listed struct {
+	Entry
+	LastTick *time.Time `json:"last_tick"` // nil before its first tick
+	LastJob  string     `json:"last_job"`
+	NextTick *time.Time `json:"next_tick"` // its first tick after now; nil if it never fires
+}
+
+// Listing returns the dynamic entries with their last and next tick after now. Like
+// List, it returns the good entries and an error naming the broken ones.
+func (s *Store) Listing(ctx context.Context, now time.Time) ([]Listed, error) {
+	entries, listErr := s.List(ctx)
+	if entries == nil && listErr != nil {
+		return nil, listErr
+	}
+	states, err := s.States(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]Listed, 0, len(entries))
+	for _, en := range entries {
+		r := Listed{Entry: en}
+		if st := states[en.Name]; !st.LastTick.IsZero() {
+			t := st.LastTick.UTC()
+			r.LastTick, r.LastJob = &t, st.LastJob
+		}
+		if next := en.Next(now); !next.IsZero() {
+			t := next.UTC()
+			r.NextTick = &t
+		}
+		rows = append(rows, r)
+	}
+	return rows, listErr
+}
+
+// Trigger enqueues the job of the dynamic entry name now, as a tick at now (to the
+// second) would: same queue and options, ID JobID(name, now), so it is the very job a
+// scheduler firing that second would enqueue, and a second trigger within the second is
+// queue.ErrDuplicate. It returns the job's ID; an unknown name is ErrNotFound.
+func (s *Store) Trigger(ctx context.Context, name string, now time.Time) (string, error) {
+	entries, err := s.List(ctx)
+	if entries == nil && err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if e.Name != name {
+			continue
+		}
+		opts, err := e.options(now)
+		if err != nil {
+			return "", fmt.Errorf("trigger cron entry %s: %w", name, err)
+		}
+		id, err := s.client.Enqueue(ctx, e.Type, []byte(e.Payload), opts...)
+		if err != nil {
+			return "", fmt.Errorf("trigger cron entry %s: %w", name, err)
+		}
+		return id, nil
+	}
+	return "", fmt.Errorf("trigger cron entry %s: %w", name, ErrNotFound)
+}

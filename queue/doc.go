@@ -59,8 +59,9 @@
 //
 // [Client.Stats] and [Client.Depths] count jobs per state (Stats also gives each queue's
 // live workers and latency); [Client.Get], [Client.Find] and [Client.List] read them;
-// [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge], [Client.Pause]
-// and [Client.Resume] act on them. A [Job] carries its last attempts ([Attempt]: when,
+// [Client.Page] pages through them at a cost that does not grow with the queue;
+// [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge], [Client.Delete],
+// [Client.Pause] and [Client.Resume] act on them, and [Client.Audit] records who did. A [Job] carries its last attempts ([Attempt]: when,
 // where, how each ended). [Client.History] reads the metrics history workers keep per
 // queue, job type and minute (processed, failed, p50/p95 run and wait times) for charts
 // without Prometheus; a running job's handler reports its progress ([Job].Progress).

@@ -37,6 +37,7 @@ const (
 	EventCancelled  EventName = "cancelled"   // an operator cancelled it: a waiting job is dead now, a running one ends dead
 	EventRequeued   EventName = "requeued"    // an operator made it ready again (Retry, `jobs retry`)
 	EventPurged     EventName = "purged"      // an operator deleted jobs (Purge): one event per batch of up to 1000, ID empty, Error says how many
+	EventDeleted    EventName = "deleted"     // an operator deleted this one job (Delete)
 	EventPaused     EventName = "paused"      // the queue was paused (ID empty)
 	EventResumed    EventName = "resumed"     // the queue was resumed (ID empty)
 	EventLimit      EventName = "limit"       // the queue's limits changed (ID empty; Error says the limits now, "" when none is left)

@@ -1,9 +1,11 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -255,4 +257,52 @@ func decodeEntry(queue string, m redis.XMessage) []Event {
 		out[len(out)-1].last = true
 	}
 	return out
+}
+
+// RecentEvents returns the latest events of queues (every known queue when nil), newest
+// first: the last perQueue stream entries of each queue (each entry holds one call's
+// events, a batch's many), read in one pipelined round trip (XREVRANGE), without
+// waiting for new ones. perQueue goes from 1 to 1000. Their Cursor is empty: follow
+// [Client.Events] to resume.
+func (c *Client) RecentEvents(ctx context.Context, queues []string, perQueue int) ([]Event, error) {
+	if perQueue < 1 || perQueue > 1000 {
+		return nil, invalid("entries per queue %d: want 1 to 1000", perQueue)
+	}
+	if queues == nil {
+		var err error
+		if queues, err = c.Queues(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for _, q := range queues {
+		if err := ValidateQueue(q); err != nil {
+			return nil, err
+		}
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(queues))
+	for i, q := range queues {
+		cmds[i] = pipe.XRevRangeN(ctx, c.keys.queue(q).events, "+", "-", int64(perQueue))
+	}
+	if len(queues) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("recent events: %w", err)
+		}
+	}
+	var out []Event
+	for i, cmd := range cmds {
+		for _, m := range cmd.Val() {
+			evs := decodeEntry(queues[i], m)
+			for k := len(evs) - 1; k >= 0; k-- {
+				out = append(out, evs[k])
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Event) int {
+		if n := b.sid.compare(a.sid); n != 0 {
+			return n
+		}
+		return cmp.Compare(b.idx, a.idx)
+	})
+	return out, nil
 }

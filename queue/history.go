@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -72,8 +74,20 @@ const MaxHistory = proto.MetricsHourRetention
 // one per hour for longer spans, up to MaxHistory. A span under a minute or over
 // MaxHistory is ErrInvalid. A queue nothing ran on has points with zero counts.
 func (c *Client) History(ctx context.Context, queue string, span time.Duration) (*History, error) {
-	if err := ValidateQueue(queue); err != nil {
+	hs, err := c.Histories(ctx, []string{queue}, span)
+	if err != nil {
 		return nil, err
+	}
+	return hs[0], nil
+}
+
+// Histories is [Client.History] for several queues at once, in their order, with one
+// clock read and one pipelined round trip for all (span/step reads per queue).
+func (c *Client) Histories(ctx context.Context, queues []string, span time.Duration) ([]*History, error) {
+	for _, q := range queues {
+		if err := ValidateQueue(q); err != nil {
+			return nil, err
+		}
 	}
 	if span < time.Minute || span > MaxHistory {
 		return nil, invalid("history span %s: want from 1m to %s", span, MaxHistory)
@@ -84,24 +98,40 @@ func (c *Client) History(ctx context.Context, queue string, span time.Duration) 
 	}
 	now, err := c.rdb.Time(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", queue, err)
+		return nil, fmt.Errorf("history: %w", err)
 	}
 	n := int((span + step - 1) / step)
 	last := now.UnixMilli() / step.Milliseconds()
-	qk := c.keys.queue(queue)
 	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, n)
-	for i := range n {
-		b := last - int64(n-1-i)
-		key := qk.metricsMinute(b)
-		if step == time.Hour {
-			key = qk.metricsHour(b)
+	cmds := make([][]*redis.MapStringStringCmd, len(queues))
+	for qi, queue := range queues {
+		qk := c.keys.queue(queue)
+		cmds[qi] = make([]*redis.MapStringStringCmd, n)
+		for i := range n {
+			b := last - int64(n-1-i)
+			key := qk.metricsMinute(b)
+			if step == time.Hour {
+				key = qk.metricsHour(b)
+			}
+			cmds[qi][i] = pipe.HGetAll(ctx, key)
 		}
-		cmds[i] = pipe.HGetAll(ctx, key)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("history of %s: %w", queue, err)
+	if len(queues) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
 	}
+	out := make([]*History, len(queues))
+	for qi, queue := range queues {
+		out[qi] = buildHistory(queue, step, last, cmds[qi])
+	}
+	return out, nil
+}
+
+// buildHistory sums the metrics hashes read for one queue (cmds[i]: the bucket
+// last-(n-1-i) of step) into its History.
+func buildHistory(queue string, step time.Duration, last int64, cmds []*redis.MapStringStringCmd) *History {
+	n := len(cmds)
 	h := &History{Queue: queue, Step: step, Points: make([]HistoryPoint, n)}
 	for i, cmd := range cmds {
 		b := last - int64(n-1-i)
@@ -132,7 +162,7 @@ func (c *Client) History(ctx context.Context, queue string, span time.Duration) 
 		}
 	}
 	h.Total.finish()
-	return h, nil
+	return h
 }
 
 // parseMetricsField reads one field of a metrics hash (see metricsFields): the job type
@@ -288,4 +318,102 @@ func metricsFields(f map[string]int64, s *proto.MetricsSample) {
 			f["wait:"+strconv.Itoa(k)+":"+s.Type] += n
 		}
 	}
+}
+
+// The shape of `jobs stats --history --json` (and the dashboard's): times in RFC 3339
+// (UTC), durations in ms.
+type historyJSON struct {
+	Name   string             `json:"name"`
+	StepS  float64            `json:"step_s"`
+	Total  historyStatsJSON   `json:"total"`
+	Points []historyPointJSON `json:"points"`
+}
+
+type historyPointJSON struct {
+	Start time.Time `json:"start"`
+	historyStatsJSON
+	Types map[string]historyStatsJSON `json:"types"`
+}
+
+type historyStatsJSON struct {
+	Processed int64   `json:"processed"`
+	Failed    int64   `json:"failed"`
+	RunP50    float64 `json:"run_p50_ms"`
+	RunP95    float64 `json:"run_p95_ms"`
+	WaitP50   float64 `json:"wait_p50_ms"`
+	WaitP95   float64 `json:"wait_p95_ms"`
+}
+
+func statsJSON(s HistoryStats) historyStatsJSON {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return historyStatsJSON{Processed: s.Processed, Failed: s.Failed, RunP50: ms(s.RunP50), RunP95: ms(s.RunP95),
+		WaitP50: ms(s.WaitP50), WaitP95: ms(s.WaitP95)}
+}
+
+// MarshalJSON renders the history as `jobs stats --history --json` prints each queue:
+// {"name","step_s","total","points":[{"start","processed","failed","run_p50_ms",...,"types"}]}.
+func (h *History) MarshalJSON() ([]byte, error) {
+	q := historyJSON{Name: h.Queue, StepS: h.Step.Seconds(), Total: statsJSON(h.Total),
+		Points: make([]historyPointJSON, len(h.Points))}
+	for i, p := range h.Points {
+		types := make(map[string]historyStatsJSON, len(p.Types))
+		for t, s := range p.Types {
+			types[t] = statsJSON(s)
+		}
+		q.Points[i] = historyPointJSON{Start: p.Start, historyStatsJSON: statsJSON(p.HistoryStats), Types: types}
+	}
+	return json.Marshal(q)
+}
+
+// DailyTotal is what a queue's daily counters hold over a span of days: the attempts
+// that ended (done, failed or reaped) and those that failed. Exact, unlike [History]'s
+// statistics: the scripts that end attempts count them (KEYS.md, stats:processed).
+type DailyTotal struct {
+	Queue     string `json:"queue"`
+	Processed int64  `json:"processed"`
+	Failed    int64  `json:"failed"`
+}
+
+// DailyTotals sums the daily counters of each queue over the last days UTC days, today
+// (by Redis's clock) included, in one clock read and one pipelined round trip (2 x days
+// GETs per queue). days goes from 1 to 90 (the counters' retention).
+func (c *Client) DailyTotals(ctx context.Context, queues []string, days int) ([]DailyTotal, error) {
+	if days < 1 || days > 90 {
+		return nil, invalid("days %d: want 1 to 90", days)
+	}
+	for _, q := range queues {
+		if err := ValidateQueue(q); err != nil {
+			return nil, err
+		}
+	}
+	now, err := c.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("daily totals: %w", err)
+	}
+	pipe := c.rdb.Pipeline()
+	type pair struct{ processed, failed *redis.StringCmd }
+	cmds := make([][]pair, len(queues))
+	for qi, q := range queues {
+		k := c.keys.queue(q)
+		for d := range days {
+			day := now.UTC().AddDate(0, 0, -d).Format(time.DateOnly)
+			cmds[qi] = append(cmds[qi], pair{pipe.Get(ctx, k.stats+"processed:"+day), pipe.Get(ctx, k.stats+"failed:"+day)})
+		}
+	}
+	if len(queues) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("daily totals: %w", err)
+		}
+	}
+	out := make([]DailyTotal, len(queues))
+	for qi, q := range queues {
+		out[qi].Queue = q
+		for _, p := range cmds[qi] {
+			n, _ := p.processed.Int64()
+			f, _ := p.failed.Int64()
+			out[qi].Processed += n
+			out[qi].Failed += f
+		}
+	}
+	return out, nil
 }

@@ -42,7 +42,7 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*Job, error) {
 				continue
 			}
 			switch e.Name {
-			case EventDone, EventDead, EventCancelled, EventPurged:
+			case EventDone, EventDead, EventCancelled, EventPurged, EventDeleted:
 			default:
 				continue
 			}

@@ -11,6 +11,9 @@ type keys struct {
 // queues is the SET of known queue names (outside any queue's slot: never used in a script).
 func (k keys) queues() string { return k.prefix + ":queues" }
 
+// audit is the STREAM of operators' actions (the dashboard's audit log), in its own slot.
+func (k keys) audit() string { return k.prefix + ":{audit}:log" }
+
 // queueKeys are the keys of one queue.
 type queueKeys struct {
 	jobPrefix string // "jobs:{q}:job:" + id is a job's hash
@@ -48,6 +51,25 @@ func (k keys) queue(name string) queueKeys {
 }
 
 func (q queueKeys) job(id string) string { return q.jobPrefix + id }
+
+// index is the list or set that holds the queue's jobs in state st.
+func (q queueKeys) index(st State) string {
+	switch st {
+	case StateReady:
+		return q.ready
+	case StateScheduled:
+		return q.scheduled
+	case StateRetry:
+		return q.retry
+	case StateActive:
+		return q.active
+	case StateDone:
+		return q.done
+	case StateDead:
+		return q.dead
+	}
+	return ""
+}
 
 // metricsMinute is the metrics history hash of one minute (Unix ms / 60,000).
 func (q queueKeys) metricsMinute(minute int64) string {

@@ -41,12 +41,15 @@ var (
 	Retry     = load("retry.lua")
 	Cancel    = load("cancel.lua")
 	Purge     = load("purge.lua")
+	Delete    = load("delete.lua")
 	// Metrics adds a worker's statistics to the metrics history; it moves no job.
 	Metrics = load("metrics.lua")
 	Pause   = load("pause.lua")
 	// Limit sets or removes a queue's limits; Limits reads them (and changes nothing).
 	Limit  = load("limit.lua")
 	Limits = load("limits.lua")
+	// Audit appends an operator's action to the audit log; it moves no job.
+	Audit = load("audit.lua")
 
 	// The registry of live processes (`jobs workers`), outside any queue.
 	Register   = load("register.lua")
@@ -56,7 +59,7 @@ var (
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
-	Metrics, Pause, Limit, Limits, Register, Deregister, Order}
+	Delete, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib.lua functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's

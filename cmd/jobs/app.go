@@ -120,6 +120,7 @@ func newApp(e *env) *cli.App {
 			limitCommand(e),
 			benchCommand(e),
 			doctorCommand(e),
+			dashCommand(e),
 		},
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
 		HideHelpCommand: true,

@@ -70,34 +70,9 @@ func cronCommand(e *env) *cli.Command {
 						return err
 					}
 					defer broker.Of(client).Redis().Close()
-					store := cron.NewStore(client)
-					entries, listErr := store.List(c.Context)
-					if entries == nil && listErr != nil {
+					rows, listErr := cron.NewStore(client).Listing(c.Context, time.Now())
+					if rows == nil && listErr != nil {
 						return listErr
-					}
-					states, err := store.States(c.Context)
-					if err != nil {
-						return err
-					}
-					type row struct {
-						cron.Entry
-						LastTick *time.Time `json:"last_tick"`
-						LastJob  string     `json:"last_job"`
-						NextTick *time.Time `json:"next_tick"`
-					}
-					rows := make([]row, 0, len(entries))
-					for _, en := range entries {
-						r := row{Entry: en}
-						st := states[en.Name]
-						if !st.LastTick.IsZero() {
-							t := st.LastTick.UTC()
-							r.LastTick, r.LastJob = &t, st.LastJob
-						}
-						if next := en.Next(time.Now()); !next.IsZero() {
-							t := next.UTC()
-							r.NextTick = &t
-						}
-						rows = append(rows, r)
 					}
 					if c.Bool("json") {
 						if err := printJSON(e.stdout, rows); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/jobs-dev/jobs/cron"
+	webdash "github.com/jobs-dev/jobs/dash"
 	"github.com/jobs-dev/jobs/internal/devserver"
 	"github.com/jobs-dev/jobs/queue"
 	"github.com/jobs-dev/jobs/worker"
@@ -35,6 +36,7 @@ func devCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
 			&cli.StringSliceFlag{Name: "cron", Usage: "'NAME SPEC TYPE [PAYLOAD]': a cron entry (repeatable)"},
 			&cli.BoolFlag{Name: "demo", Usage: "enqueue a few example jobs, show their lifecycle, then exit"},
+			&cli.StringFlag{Name: "dash", Value: defaultDashAddr, Usage: "serve the web dashboard on this loopback `ADDR` (\"\" for none)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -78,6 +80,23 @@ func devCommand(e *env) *cli.Command {
 			}
 			url := "redis://" + srv.Addr()
 			fmt.Fprintf(e.stderr, "jobs dev: in-memory Redis at %s; NOTHING IS DURABLE: every job is gone when this stops\n", url)
+			dashAddr := c.String("dash")
+			if c.Bool("demo") && !c.IsSet("dash") {
+				dashAddr = "" // the demo exits within a minute: no dashboard to open
+			}
+			if dashAddr != "" {
+				var opts webdash.Options
+				if err := dashAuth("", dashAddr, &opts); err != nil {
+					return usagef("--dash: %v (jobs dev serves the dashboard on loopback only)", err)
+				}
+				opts.Logger = slog.New(slog.NewTextHandler(e.stderr, nil))
+				dashURL, stopDash, err := serveDash(dashAddr, client, opts)
+				if err != nil {
+					return fmt.Errorf("%v (try --dash 127.0.0.1:0 for any free port, or --dash '' for none)", err)
+				}
+				defer stopDash()
+				fmt.Fprintf(e.stderr, "jobs dev: dashboard at %s\n", dashURL)
+			}
 
 			level := slog.LevelInfo
 			if c.Bool("demo") {

@@ -54,11 +54,7 @@ func historyAction(c *cli.Context, e *env) error {
 		hs = append(hs, h)
 	}
 	if c.Bool("json") {
-		out := historyOut{Queues: make([]historyQueueJSON, len(hs))}
-		for i, h := range hs {
-			out.Queues[i] = historyJSON(h)
-		}
-		return printJSON(e.stdout, out)
+		return printJSON(e.stdout, map[string]any{"queues": hs})
 	}
 	for i, h := range hs {
 		if i > 0 {
@@ -70,52 +66,6 @@ func historyAction(c *cli.Context, e *env) error {
 		fmt.Fprintln(e.stdout, "(no queues yet)")
 	}
 	return nil
-}
-
-// The shape of `jobs stats --history --json`: times in RFC 3339 (UTC), durations in ms.
-type historyOut struct {
-	Queues []historyQueueJSON `json:"queues"`
-}
-
-type historyQueueJSON struct {
-	Name   string             `json:"name"`
-	StepS  float64            `json:"step_s"`
-	Total  historyStatsJSON   `json:"total"`
-	Points []historyPointJSON `json:"points"`
-}
-
-type historyPointJSON struct {
-	Start time.Time `json:"start"`
-	historyStatsJSON
-	Types map[string]historyStatsJSON `json:"types"`
-}
-
-type historyStatsJSON struct {
-	Processed int64   `json:"processed"`
-	Failed    int64   `json:"failed"`
-	RunP50    float64 `json:"run_p50_ms"`
-	RunP95    float64 `json:"run_p95_ms"`
-	WaitP50   float64 `json:"wait_p50_ms"`
-	WaitP95   float64 `json:"wait_p95_ms"`
-}
-
-func statsJSON(s queue.HistoryStats) historyStatsJSON {
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return historyStatsJSON{Processed: s.Processed, Failed: s.Failed, RunP50: ms(s.RunP50), RunP95: ms(s.RunP95),
-		WaitP50: ms(s.WaitP50), WaitP95: ms(s.WaitP95)}
-}
-
-func historyJSON(h *queue.History) historyQueueJSON {
-	q := historyQueueJSON{Name: h.Queue, StepS: h.Step.Seconds(), Total: statsJSON(h.Total),
-		Points: make([]historyPointJSON, len(h.Points))}
-	for i, p := range h.Points {
-		types := make(map[string]historyStatsJSON, len(p.Types))
-		for t, s := range p.Types {
-			types[t] = statsJSON(s)
-		}
-		q.Points[i] = historyPointJSON{Start: p.Start, historyStatsJSON: statsJSON(p.HistoryStats), Types: types}
-	}
-	return q
 }
 
 // printHistory prints one queue's history as a table, a row per minute or hour.

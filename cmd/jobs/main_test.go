@@ -278,7 +278,7 @@ func TestEveryCommandReportsARefusedRedis(t *testing.T) {
 		{"retry", "X"}, {"cancel", "X"}, {"pause", "q"}, {"resume", "q"}, {"purge", "q", "--state", "dead"},
 		{"worker", "--run", "t=true"}, {"scheduler"}, {"cron", "ls"}, {"cron", "rm", "x"},
 		{"cron", "add", "x", "@hourly", "t"}, {"doctor"}, {"bench", "--n", "1"}, {"tail", "q"},
-		{"workers"}, {"workers", "quiet", "x"}, {"workers", "stop", "x"},
+		{"workers"}, {"workers", "quiet", "x"}, {"workers", "stop", "x"}, {"dash", "--listen", "127.0.0.1:0"},
 	} {
 		start := time.Now()
 		r := runCLI("", append([]string{"--redis", url}, args...)...)

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jobs-dev/jobs/internal/printable"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -84,30 +85,9 @@ func clip(s string) string {
 	return s
 }
 
-// clean makes s safe to print on a terminal. Control characters, other runes that do not
-// print (bidi overrides among them) and bytes that are not UTF-8 are written as Go
-// escapes (\x1b, \t, \u202e, \xff), so a payload or a handler's stderr cannot move the
-// cursor, clear the screen or retitle the window, and no 0xff byte reaches text/tabwriter,
-// which takes it for its escape character. With keepNewlines a '\n' stays a line break
-// (inspect shows multi-line values on several lines). Printable text, backslashes
-// included, is shown as is: --json is the exact form.
-func clean(s string, keepNewlines bool) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\n' && keepNewlines, unicode.IsPrint(r):
-			b.WriteString(s[i : i+n])
-		default:
-			q := strconv.QuoteRune(r) // '\x1b', '\t', '\u202e'
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += n
-	}
-	return b.String()
-}
+// clean makes s safe to print on a terminal (see printable.Escape); --json is the exact
+// form.
+func clean(s string, keepNewlines bool) string { return printable.Escape(s, keepNewlines) }
 
 // shown is s for a one-line message: as is when printable, else Go-quoted, so a newline
 // cannot split the line and a control byte cannot reach the terminal.

@@ -10,8 +10,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	webdash "github.com/jobs-dev/jobs/dash"
 	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/internal/redistest"
@@ -128,7 +131,8 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
 	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
-	"+xadd +xtrim +xread +xrange +xinfo|stream"
+	"+xadd +xtrim +xread +xrange +xinfo|stream " +
+	"+zrank +zrevrank +pttl +xrevrange"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line (no CLIENT among it: the registry of live processes never needs it), and checks
@@ -175,6 +179,7 @@ func TestACLUser(t *testing.T) {
 	run("limit", "ls")
 	run("limit", "set", "other", "--concurrency", "1")
 	run("limit", "rm", "other")
+	aclDash(t, url)
 	aclCancelNotice(t, srv, admin)
 	// A worker and a scheduler: claim, heartbeat with progress, ack, exclusive lock, cron
 	// lock, the metrics history's flush.
@@ -310,4 +315,51 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// aclDash reads every dashboard page and takes every kind of action as the
+// least-privilege user: the pages' reads (ZRANK, PTTL, XREVRANGE, INFO) and the scripts
+// (delete.lua, audit.lua) need nothing beyond README's line.
+func aclDash(t *testing.T, url string) {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	client, err := queue.NewClient(rdb, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := webdash.New(client, webdash.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := client.Enqueue(ctx, "acl", []byte("x"), queue.Unique(time.Hour), queue.Exclusive("acl"), queue.Delay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, path string, form string, want int) {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(form))
+		if form != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != want {
+			t.Errorf("dashboard %s %s as the ACL user = %d, want %d: %.300s", method, path, w.Code, want, w.Body)
+		}
+	}
+	for _, p := range []string{"/", "/queues/default?state=scheduled", "/queues/default?state=dead&type=x",
+		"/jobs/" + id + "?queue=default", "/workers", "/audit", "/queues/default/purge?state=dead"} {
+		do("GET", p, "", 200)
+	}
+	do("GET", "/queues/default?state=scheduled&cursor=1:x", "", 200) // ZRANK, ZSCORE, ZRANGE BYSCORE
+	do("GET", "/queues/default?state=done&cursor=1:x", "", 200)      // ZREVRANK
+	do("POST", "/jobs/"+id+"/delete", "queue=default", 303)
+	do("POST", "/queues/default/retry-dead", "x=1", 303)
+	do("GET", "/audit", "", 200)
 }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	webdash "github.com/jobs-dev/jobs/dash"
+	"github.com/jobs-dev/jobs/internal/redistest"
+	"github.com/jobs-dev/jobs/queue"
+)
+
+func TestDashRefusesBadUsage(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dash", "--listen", "0.0.0.0:7420"}, "not a loopback address: give --auth"},
+		{[]string{"dash", "--listen", ":7420"}, "not a loopback address"},
+		{[]string{"dash", "--listen", "192.0.2.1:7420"}, "not a loopback address"},
+		{[]string{"dash", "--listen", "nonsense"}, "want HOST:PORT"},
+		{[]string{"dash", "--auth", "nopass"}, "--auth: want USER:PASS"},
+		{[]string{"dash", "--auth", ":pass"}, "--auth: want USER:PASS"},
+		{[]string{"dash", "--auth", "user:"}, "--auth: want USER:PASS"},
+		{[]string{"dash", "extra"}, "no arguments"},
+		{[]string{"dash", "--listen", "127.0.0.1:0", "--base-path", "x/"}, "BasePath"},
+	} {
+		r := jobs(t, p, "", tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("jobs %v = %+v, want exit 2 and one line with %q", tc.args, r, tc.want)
+		}
+	}
+}
+
+var servingURL = regexp.MustCompile(`(?:serving|dashboard at) (http://[0-9.:]+/)`)
+
+// dashURL waits for the child's stderr to name the dashboard's URL.
+func dashURL(t *testing.T, errb *lockedBuffer) string {
+	t.Helper()
+	var url string
+	waitFor(t, 10*time.Second, "the dashboard's URL on stderr", func() bool {
+		m := servingURL.FindStringSubmatch(errb.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	return url
+}
+
+func get(t *testing.T, url, user, pass string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestDashServesWithAuthFromEnv: JOBS_DASH_AUTH guards every page, and a non-loopback
+// --listen is accepted with it.
+func TestDashServesWithAuthFromEnv(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_DASH_AUTH=ops:s3cret", "JOBS_TEST_ARGS="+strings.Join(
+		[]string{"--redis", "redis://" + srv.Addr, "--prefix", redistest.Prefix(t), "dash", "--listen", "0.0.0.0:0",
+			"--read-only"}, "\x1f"))
+	var out, errb lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	url := dashURL(t, &errb)
+	if !strings.Contains(errb.String(), "(read-only)") {
+		t.Errorf("jobs dash --read-only does not say so: %s", errb.String())
+	}
+	if code := get(t, url, "", ""); code != http.StatusUnauthorized {
+		t.Errorf("GET / without credentials = %d, want 401", code)
+	}
+	if code := get(t, url, "ops", "s3cret"); code != http.StatusOK {
+		t.Errorf("GET / with JOBS_DASH_AUTH's credentials = %d, want 200", code)
+	}
+}
+
+// TestDevServesDashboard: jobs dev prints the dashboard's URL, and it answers.
+func TestDevServesDashboard(t *testing.T) {
+	t.Parallel()
+	_, _, errb := startJobs(t, "dev", "--addr", "127.0.0.1:0", "--dash", "127.0.0.1:0")
+	url := dashURL(t, errb)
+	if code := get(t, url, "", ""); code != http.StatusOK {
+		t.Errorf("GET %s = %d, want 200", url, code)
+	}
+	if code := get(t, url+"workers", "", ""); code != http.StatusOK {
+		t.Errorf("GET %sworkers = %d, want 200", url, code)
+	}
+}
+
+// TestDashJSONMatchesCLI: the dashboard's JSON carries exactly the objects the CLI's
+// --json prints: stats' queues, inspect's job, ls' jobs, workers' list, history's points.
+func TestDashJSONMatchesCLI(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	srv := redistest.Shared(t)
+	id := strings.TrimSpace(jobs(t, p, "", "enqueue", "--max-retry", "2", "email", `{"to":"ann"}`).stdout)
+	jobs(t, p, "", "enqueue", "--delay", "1h", "later", "x")
+	client, err := queue.NewClient(redis.NewClient(&redis.Options{Addr: srv.Addr}), queue.Config{Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := webdash.New(client, webdash.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) map[string]json.RawMessage {
+		t.Helper()
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Accept", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		var m map[string]json.RawMessage
+		if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &m) != nil {
+			t.Fatalf("GET %s = %d %s", path, w.Code, w.Body)
+		}
+		return m
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		r := jobs(t, p, "", args...)
+		if r.code != 0 {
+			t.Fatalf("jobs %v = %+v", args, r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	field := func(raw, name string) string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		return string(m[name])
+	}
+	noLatency := func(s string) string { return regexp.MustCompile(`"latency_ms":\d+`).ReplaceAllString(s, "") }
+	for _, tc := range []struct{ what, dash, cli string }{
+		{"stats --json queues", noLatency(string(get("/")["queues"])), noLatency(field(cli("stats", "--json"), "queues"))},
+		{"inspect --json", string(get("/jobs/" + id + "?queue=default")["job"]), cli("inspect", "--json", id)},
+		{"ls --json", string(get("/queues/default?state=ready")["jobs"]), cli("ls", "default", "--json")},
+		{"ls --state scheduled --json", string(get("/queues/default?state=scheduled")["jobs"]),
+			cli("ls", "default", "--state", "scheduled", "--json")},
+		{"workers --json", string(get("/workers")["workers"]), field(cli("workers", "--json"), "workers")},
+	} {
+		if tc.dash != tc.cli {
+			t.Errorf("%s:\ndash %s\ncli  %s", tc.what, tc.dash, tc.cli)
+		}
+	}
+}

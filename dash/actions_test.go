@@ -1,0 +1,283 @@
+package dash
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+func TestJobActions(t *testing.T) {
+	b := setup(t, Options{})
+	dead := b.dead(t, "t", "x", "boom")
+	sched := b.enqueue(t, "t", "x", queue.Delay(time.Hour))
+	ready := b.enqueue(t, "t", "x")
+	done := b.enqueue(t, "t", "x", queue.On("other"))
+	for _, tc := range []struct {
+		action, id, q string
+		want          queue.State
+	}{
+		{"retry", dead, "default", queue.StateReady},
+		{"run", sched, "default", queue.StateReady},
+		{"cancel", ready, "default", queue.StateDead},
+		{"delete", ready, "default", ""},
+		{"delete", done, "other", ""},
+	} {
+		r := b.post(t, "/jobs/"+url.PathEscape(tc.id)+"/"+tc.action, url.Values{"queue": {tc.q}})
+		wantStatus(t, "POST "+tc.action, r, http.StatusSeeOther)
+		if got := b.state(t, tc.q, tc.id); got != tc.want {
+			t.Errorf("after %s, job %s is %q, want %q", tc.action, tc.id, got, tc.want)
+		}
+		if loc := r.header.Get("Location"); !strings.Contains(loc, "done="+tc.action) {
+			t.Errorf("POST %s redirects to %q, want a page with done=%s", tc.action, loc, tc.action)
+		}
+	}
+	// The notice shows on the page redirected to.
+	r := b.post(t, "/jobs/"+dead+"/cancel", url.Values{"queue": {"default"}})
+	if page := b.get(t, r.header.Get("Location")); !strings.Contains(page.body, `id="notice"`) {
+		t.Errorf("page after cancel shows no notice:\n%s", page.body)
+	}
+	// The audit log holds each, newest first.
+	var a auditData
+	b.getJSON(t, "/audit", &a)
+	var got []string
+	for _, e := range a.Entries {
+		got = append(got, e.Action)
+	}
+	if strings.Join(got, ",") != "cancel,delete,delete,cancel,run,retry" {
+		t.Errorf("audit log actions = %v, want cancel,delete,delete,cancel,run,retry", got)
+	}
+	if a.Entries[0].Who == "" || a.Entries[0].Target != dead || a.Entries[0].Count != 1 {
+		t.Errorf("audit entry = %+v, want who, target %s, count 1", a.Entries[0], dead)
+	}
+	if page := b.get(t, "/audit"); !strings.Contains(page.body, `data-action="retry"`) {
+		t.Errorf("audit page lacks the retry entry:\n%s", page.body)
+	}
+}
+
+func TestJobActionErrors(t *testing.T) {
+	b := setup(t, Options{})
+	ready := b.enqueue(t, "t", "x")
+	for _, tc := range []struct {
+		path string
+		form url.Values
+		code int
+		msg  string
+	}{
+		{"/jobs/" + ready + "/retry", url.Values{"queue": {"default"}}, 409, "it is ready"},
+		{"/jobs/nope/delete", url.Values{"queue": {"default"}}, 404, "not found"},
+		{"/jobs/" + ready + "/retry", url.Values{}, 400, "form field queue"},
+		{"/jobs/" + ready + "/retry", url.Values{"queue": {"<script>"}}, 400, "form field queue"},
+		{"/jobs/" + ready + "/explode", url.Values{"queue": {"default"}}, 404, "no page"},
+		{"/queues/default/purge", url.Values{"state": {"active"}}, 400, "cancel them"},
+		{"/queues/default/purge", url.Values{"state": {"nope"}}, 400, "form field state"},
+		{"/queues/bad%20name/pause", url.Values{}, 400, "queue name"},
+		{"/workers/nobody/stop", url.Values{}, 404, "no live"},
+	} {
+		r := b.post(t, tc.path, tc.form)
+		if r.status != tc.code || !strings.Contains(r.body, tc.msg) {
+			t.Errorf("POST %s %v = %d, want %d with %q; body %.300s", tc.path, tc.form, r.status, tc.code, tc.msg, r.body)
+		}
+	}
+	// The query string is not a form body: an action takes its fields from the body only.
+	r := b.post(t, "/jobs/"+ready+"/cancel?queue=default", url.Values{})
+	wantStatus(t, "POST cancel with the queue in the URL only", r, 400)
+	if got := b.state(t, "default", ready); got != queue.StateReady {
+		t.Errorf("job is %q after a cancel without a form body, want ready", got)
+	}
+}
+
+func TestQueueActions(t *testing.T) {
+	b := setup(t, Options{})
+	ctx := context.Background()
+	d1, d2 := b.dead(t, "t", "x", "a"), b.dead(t, "t", "x", "b")
+	wantStatus(t, "POST pause", b.post(t, "/queues/default/pause", nil), http.StatusSeeOther)
+	st, _ := b.client.StatsOf(ctx, "default")
+	if !st[0].Paused {
+		t.Error("queue not paused after POST pause")
+	}
+	if page := b.get(t, "/queues/default"); !strings.Contains(page.body, `id="resume"`) || !strings.Contains(page.body, `id="paused"`) {
+		t.Errorf("paused queue's page lacks the paused badge or the resume button:\n%s", page.body)
+	}
+	wantStatus(t, "POST resume", b.post(t, "/queues/default/resume", nil), http.StatusSeeOther)
+	if st, _ := b.client.StatsOf(ctx, "default"); st[0].Paused {
+		t.Error("queue still paused after POST resume")
+	}
+	r := b.do(t, "POST", "/queues/default/retry-dead", url.Values{},
+		map[string]string{"Accept": "application/json", "Sec-Fetch-Site": "same-origin"})
+	if r.status != 200 || !strings.Contains(r.body, `"count":2`) {
+		t.Errorf("POST retry-dead (JSON) = %d %s, want 200 with count 2", r.status, r.body)
+	}
+	for _, id := range []string{d1, d2} {
+		if got := b.state(t, "default", id); got != queue.StateReady {
+			t.Errorf("dead job %s is %q after retry-dead, want ready", id, got)
+		}
+	}
+	r = b.post(t, "/queues/default/purge", url.Values{"state": {"ready"}})
+	wantStatus(t, "POST purge ready", r, http.StatusSeeOther)
+	if st, _ := b.client.StatsOf(ctx, "default"); st[0].Ready != 0 {
+		t.Errorf("%d ready after purge, want 0", st[0].Ready)
+	}
+}
+
+// TestPurgeConfirm: above ConfirmAbove jobs, a purge shows the count and needs the
+// queue's name typed; without it nothing is deleted.
+func TestPurgeConfirm(t *testing.T) {
+	b := setup(t, Options{ConfirmAbove: 3})
+	for range 5 {
+		b.enqueue(t, "t", "x")
+	}
+	page := b.get(t, "/queues/default/purge?state=ready")
+	if !strings.Contains(page.body, `data-count="5"`) || !strings.Contains(page.body, `id="confirm"`) {
+		t.Errorf("purge page lacks the count 5 or the confirm field:\n%s", page.body)
+	}
+	for _, confirm := range []string{"", "defaul", "DEFAULT"} {
+		r := b.post(t, "/queues/default/purge", url.Values{"state": {"ready"}, "confirm": {confirm}})
+		if r.status != 400 || !strings.Contains(r.body, "typed in the confirm field") {
+			t.Errorf("purge with confirm %q = %d, want 400 asking for the name", confirm, r.status)
+		}
+	}
+	if st, _ := b.client.StatsOf(context.Background(), "default"); st[0].Ready != 5 {
+		t.Fatalf("%d ready after refused purges, want 5", st[0].Ready)
+	}
+	r := b.post(t, "/queues/default/purge", url.Values{"state": {"ready"}, "confirm": {"default"}})
+	wantStatus(t, "purge with the name typed", r, http.StatusSeeOther)
+	if st, _ := b.client.StatsOf(context.Background(), "default"); st[0].Ready != 0 {
+		t.Errorf("%d ready after the confirmed purge, want 0", st[0].Ready)
+	}
+	var a auditData
+	b.getJSON(t, "/audit", &a)
+	if len(a.Entries) == 0 || a.Entries[0].Action != "purge" || a.Entries[0].Count != 5 || a.Entries[0].Target != "ready" {
+		t.Errorf("audit = %+v, want purge of 5 ready first", a.Entries)
+	}
+	// At or below the threshold no name is asked for.
+	b.enqueue(t, "t", "x")
+	if page := b.get(t, "/queues/default/purge?state=ready"); strings.Contains(page.body, `id="confirm"`) {
+		t.Error("purge page of 1 job asks for the name, want no confirm field")
+	}
+}
+
+func TestWorkerActions(t *testing.T) {
+	b := setup(t, Options{})
+	id := b.register(t, "host:1:x")
+	for _, a := range []string{"quiet", "stop"} {
+		r := b.post(t, "/workers/"+url.PathEscape(id)+"/"+a, nil)
+		wantStatus(t, "POST "+a, r, http.StatusSeeOther)
+	}
+	p := &queue.Process{ID: id, Kind: queue.KindWorker, Host: "h", PID: 1, State: queue.ProcessRunning}
+	order, _, err := brokerOf(b).Register(context.Background(), p, time.Minute)
+	if err != nil || order != "stop" {
+		t.Errorf("the worker's next beat got order %q, %v; want stop", order, err)
+	}
+}
+
+// TestSelectedJobs: the jobs checked on a list page get one action each; those that
+// cannot take it are counted and named.
+func TestSelectedJobs(t *testing.T) {
+	b := setup(t, Options{})
+	d1, d2 := b.dead(t, "t", "x", "a"), b.dead(t, "t", "x", "b")
+	page := b.get(t, "/queues/default?state=dead")
+	if !strings.Contains(page.body, `form="selection" aria-label="select"`) || !strings.Contains(page.body, `name="do" value="retry"`) {
+		t.Fatalf("dead list lacks checkboxes or the retry button:\n%s", page.body)
+	}
+	r := b.post(t, "/queues/default/selected", url.Values{"do": {"retry"}, "id": {d1, d2}})
+	wantStatus(t, "POST selected retry", r, http.StatusSeeOther)
+	for _, id := range []string{d1, d2} {
+		if got := b.state(t, "default", id); got != queue.StateReady {
+			t.Errorf("selected dead job %s is %q after retry, want ready", id, got)
+		}
+	}
+	// Retrying ready jobs fails for each: 409, nothing changed, the audit says so.
+	r = b.post(t, "/queues/default/selected", url.Values{"do": {"retry"}, "id": {d1, "nope"}})
+	if r.status != http.StatusConflict && r.status != http.StatusNotFound || !strings.Contains(r.body, "2 of 2 failed") {
+		t.Errorf("POST selected retry of a ready and a missing job = %d %.300s, want 2 of 2 failed", r.status, r.body)
+	}
+	r = b.post(t, "/queues/default/selected", url.Values{"do": {"delete"}, "id": {d1, d2}})
+	wantStatus(t, "POST selected delete", r, http.StatusSeeOther)
+	if b.state(t, "default", d1) != "" || b.state(t, "default", d2) != "" {
+		t.Error("selected jobs still exist after delete")
+	}
+	var a auditData
+	b.getJSON(t, "/audit", &a)
+	if a.Entries[0].Action != "selected-delete" || a.Entries[0].Count != 2 || a.Entries[1].Detail == "" {
+		t.Errorf("audit = %+v, want selected-delete of 2 after a failed selected-retry", a.Entries[:2])
+	}
+	for _, f := range []url.Values{{"do": {"explode"}, "id": {d1}}, {"do": {"retry"}}} {
+		if r := b.post(t, "/queues/default/selected", f); r.status != 400 {
+			t.Errorf("POST selected %v = %d, want 400", f, r.status)
+		}
+	}
+}
+
+// TestEveryMatch: an action on every job matching a filter runs in bounded batches (at
+// most ScanLimit jobs read per request), each continuing from the last, until every job
+// of the state was read; the jobs that do not match are untouched.
+func TestEveryMatch(t *testing.T) {
+	b := setup(t, Options{PageSize: 2, ScanLimit: 4})
+	var match, other []string
+	for i := range 12 {
+		if i%2 == 0 {
+			match = append(match, b.dead(t, "resize", "x", "image too large"))
+		} else {
+			other = append(other, b.dead(t, "email", "x", "bounce"))
+		}
+	}
+	page := b.get(t, "/queues/default?state=dead&error=too+large")
+	if !strings.Contains(page.body, `id="matching"`) || !strings.Contains(page.body, `name="do" value="retry"`) {
+		t.Fatalf("filtered dead list lacks the every-match form:\n%s", page.body)
+	}
+	form := url.Values{"state": {"dead"}, "do": {"retry"}, "error": {"TOO LARGE"}}
+	batches := 0
+	for {
+		batches++
+		if batches > 10 {
+			t.Fatal("more than 10 batches")
+		}
+		r := b.do(t, "POST", "/queues/default/matching", form, map[string]string{"Accept": "application/json"})
+		wantStatus(t, "POST matching", r, 200)
+		var d matchingData
+		if err := json.Unmarshal([]byte(r.body), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Next == "" {
+			if d.Changed != 6 || d.Failed != 0 {
+				t.Errorf("every match done: changed %d, failed %d; want 6, 0", d.Changed, d.Failed)
+			}
+			break
+		}
+		form.Set("cursor", d.Next)
+		form.Set("changed", strconv.Itoa(d.Changed))
+		form.Set("read", strconv.Itoa(d.Read))
+		form.Set("failed", strconv.Itoa(d.Failed))
+	}
+	if batches < 3 {
+		t.Errorf("%d batches for 12 jobs read 4 at a time, want at least 3", batches)
+	}
+	for _, id := range match {
+		if got := b.state(t, "default", id); got != queue.StateReady {
+			t.Errorf("matching job %s is %q, want ready", id, got)
+		}
+	}
+	for _, id := range other {
+		if got := b.state(t, "default", id); got != queue.StateDead {
+			t.Errorf("job %s that does not match is %q, want dead", id, got)
+		}
+	}
+	// The HTML form shows progress and a continue button until the end.
+	b2 := b.post(t, "/queues/default/matching", url.Values{"state": {"dead"}, "do": {"delete"}, "type": {"email"}})
+	if b2.status != 200 || !strings.Contains(b2.body, `id="matching-continue"`) {
+		t.Errorf("first batch of a delete = %d, want the progress page with a continue button", b2.status)
+	}
+	for _, f := range []url.Values{{"state": {"dead"}, "do": {"cancel"}, "type": {"x"}}, {"state": {"dead"}, "do": {"retry"}},
+		{"state": {"nope"}, "do": {"retry"}, "type": {"x"}}, {"state": {"dead"}, "do": {"retry"}, "type": {"x"}, "read": {"-1"}}} {
+		if r := b.post(t, "/queues/default/matching", f); r.status != 400 {
+			t.Errorf("POST matching %v = %d, want 400", f, r.status)
+		}
+	}
+}
