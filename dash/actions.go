@@ -2,6 +2,7 @@ package dash
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,15 +77,7 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	var err error
-	switch act {
-	case "retry", "run":
-		err = h.client.Retry(ctx, q, id)
-	case "cancel":
-		_, err = h.client.Cancel(ctx, q, id)
-	case "delete":
-		err = h.client.Delete(ctx, q, id)
-	}
+	err := h.runJobAction(ctx, act, q, id)
 	e := queue.AuditEntry{Action: act, Queue: q, Target: id}
 	if err == nil {
 		e.Count = 1
@@ -272,15 +265,7 @@ func (h *Handler) selected(r *http.Request, q string) (int, string, error) {
 	n, failed := 0, 0
 	var first error
 	for _, id := range ids {
-		var err error
-		switch do {
-		case "retry", "run":
-			err = h.client.Retry(ctx, q, id)
-		case "cancel":
-			_, err = h.client.Cancel(ctx, q, id)
-		case "delete":
-			err = h.client.Delete(ctx, q, id)
-		}
+		err := h.runJobAction(ctx, do, q, id)
 		if err != nil {
 			failed++
 			first = cmp.Or(first, err)
@@ -293,4 +278,19 @@ func (h *Handler) selected(r *http.Request, q string) (int, string, error) {
 		return n, target, fmt.Errorf("%d of %d failed, the first: %w", failed, len(ids), first)
 	}
 	return n, target, nil
+}
+
+// runJobAction runs one of jobActions on the job id of queue q: the one place the page's,
+// the selection's and the filter's actions become Client calls.
+func (h *Handler) runJobAction(ctx context.Context, act, q, id string) error {
+	switch act {
+	case "retry", "run":
+		return h.client.Retry(ctx, q, id)
+	case "cancel":
+		_, err := h.client.Cancel(ctx, q, id)
+		return err
+	case "delete":
+		return h.client.Delete(ctx, q, id)
+	}
+	return fmt.Errorf("unknown action %q", act)
 }

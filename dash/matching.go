@@ -74,16 +74,7 @@ func (h *Handler) matchingAction(w http.ResponseWriter, r *http.Request, q strin
 			if !d.Filter.match(j) {
 				continue
 			}
-			var err error
-			switch d.Do {
-			case "retry", "run":
-				err = h.client.Retry(ctx, q, j.ID)
-			case "cancel":
-				_, err = h.client.Cancel(ctx, q, j.ID)
-			case "delete":
-				err = h.client.Delete(ctx, q, j.ID)
-			}
-			if err != nil {
+			if err := h.runJobAction(ctx, d.Do, q, j.ID); err != nil {
 				failed++
 			} else {
 				changed++
