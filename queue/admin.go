@@ -334,9 +334,9 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	}
 	qk := c.keys.queue(queue)
 	index := map[State]string{StateReady: qk.ready, StateScheduled: qk.scheduled,
-		StateRetry: qk.retry, StateDone: qk.done, StateDead: qk.dead}[state]
+		StateRetry: qk.retry, StateDone: qk.done, StateDead: qk.dead, StateWaiting: qk.waiting}[state]
 	if index == "" {
-		return 0, invalid("purge state %q: want ready, scheduled, retry, done or dead (cancel active jobs instead)", state)
+		return 0, invalid("purge state %q: want waiting, ready, scheduled, retry, done or dead (cancel active jobs instead)", state)
 	}
 	// Bound the purge by the jobs there when it starts: with workers running, jobs keep
 	// entering the state (dying, retrying, becoming ready), and a purge that chased them
@@ -355,7 +355,7 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	total := 0
 	for left > 0 {
 		n, err := c.run(ctx, scripts.Purge, []string{index, qk.events}, qk.jobPrefix, min(left, 1000), string(state),
-			maxScore, c.eventsMax()).Int()
+			maxScore, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
 		if err != nil {
 			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
 		}
@@ -420,7 +420,7 @@ func (c *Client) Delete(ctx context.Context, queue, id string) error {
 	}
 	qk := c.keys.queue(queue)
 	res, err := c.run(ctx, scripts.Delete, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.done, qk.events},
-		qk.jobPrefix, id, c.eventsMax()).Text()
+		qk.jobPrefix, id, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Text()
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}

@@ -121,6 +121,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		return nil, err
 	}
 	res := c.enqueuePrepared(ctx, prep)
+	c.link(ctx, prep, res)
 	return res, batchError(res)
 }
 
@@ -209,7 +210,7 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 			}
 			cur, count, at = g, 0, len(args)
 			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
-				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta)
+				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta, g.after, g.batch)
 		}
 		args = append(args, p.id, p.payload)
 		if p.ukey != "" {

@@ -168,6 +168,14 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts .
 	if err != nil {
 		return "", err
 	}
+	if len(job.o.after) > 0 { // a workflow: written, then linked (workflow.go)
+		res := c.enqueuePrepared(ctx, []prepared{job})
+		c.link(ctx, []prepared{job}, res)
+		if errors.Is(res[0].Err, ErrUncertain) {
+			return job.id, res[0].Err
+		}
+		return res[0].ID, res[0].Err
+	}
 	res, err := c.enqueues.Do(ctx, job)
 	if errors.Is(err, coalesce.ErrInFlight) {
 		return job.id, fmt.Errorf("enqueue: %w: %w", ErrUncertain, ctx.Err())
@@ -231,6 +239,8 @@ type group struct {
 	excl                          string
 	keep, fresh                   bool
 	meta                          string // key\tvalue\tkey\tvalue...; "" = none
+	after                         string // policy\tqueue\tid...; "" = no dependencies
+	batch                         string // queue\tbatch; "" = in no batch
 }
 
 func (p *prepared) group() group {
@@ -248,6 +258,7 @@ func (p *prepared) group() group {
 	if len(p.o.meta) > 0 {
 		g.meta = strings.Join(p.o.meta, "\t")
 	}
+	g.after, g.batch = p.o.afterArg(), p.o.batch
 	return g
 }
 

@@ -14,6 +14,7 @@ type State string
 
 // The states. A job is in exactly one; done and dead are terminal.
 const (
+	StateWaiting   State = "waiting"   // waiting for its dependencies to end (see After)
 	StateScheduled State = "scheduled" // waiting for its run_at
 	StateReady     State = "ready"     // waiting for a worker
 	StateActive    State = "active"    // claimed by a worker under a lease
@@ -59,6 +60,16 @@ type Job struct {
 	// Attempts is the job's history: its last 10 attempts that ended, oldest first (see
 	// [Attempt]). A running attempt is not in it yet.
 	Attempts []Attempt
+
+	// After lists the jobs this one waits for (After, AfterJob), in the order given; nil
+	// for a job without dependencies. [Client.Dependencies] reads their state and results.
+	After []JobRef
+	// IgnoreDependencyFailure: the job runs even when a dependency died (see
+	// [IgnoreDependencyFailure]).
+	IgnoreDependencyFailure bool
+	// Batch is the batch the job belongs to (see [Client.NewBatch]); zero when none. A
+	// handler adds jobs to its own batch with [Client.BatchAdd](ctx, job.Batch, ...).
+	Batch BatchRef
 
 	// Lease is the fencing token of the worker's claim, set on the copy a handler gets:
 	// the worker presents it with every report on the job. Empty when read back.
@@ -143,6 +154,14 @@ func (d *jobFields) set(k, v string) {
 		j.ProgressAt = msTime(v)
 	case "result":
 		j.Result = []byte(v)
+	case "after":
+		j.After = parseAfter(v)
+	case "dep_policy":
+		j.IgnoreDependencyFailure = v == "run"
+	case "batch":
+		if q, id, ok := strings.Cut(v, "\t"); ok {
+			j.Batch = BatchRef{Queue: q, ID: id}
+		}
 	case "attempts":
 		d.attempts = v
 	case "payload":

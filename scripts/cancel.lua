@@ -50,11 +50,13 @@ if state == 'ready' then
   redis.call('LREM', ready, 1, id)
 elseif state == 'scheduled' then
   redis.call('ZREM', scheduled, id)
+elseif state == 'waiting' then
+  redis.call('ZREM', string.sub(prefix, 1, -5) .. 'waiting', id)
 else
   redis.call('ZREM', retry, id)
 end
 redis.call('HSET', key, 'last_error', 'cancelled by operator')
-to_dead(dead, prefix, id, now_ms(), retention, dead_max)
+to_dead(dead, prefix, id, now_ms(), retention, dead_max, nil, ev)
 event(ev, 'cancelled', id, job[2], job[3], '', 'cancelled by operator')
 write_events(ev)
 return 'dead'

@@ -1,4 +1,5 @@
--- enqueue: new jobs -> ready (due now) or scheduled (due later). Many jobs per call.
+-- enqueue: new jobs -> ready (due now), scheduled (due later) or waiting (for dependencies
+-- to end: a workflow). Many jobs per call.
 --
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (LPUSH here, workers RPOP)
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
@@ -12,14 +13,20 @@
 -- ARGV[3]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
 -- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
---          costs two arguments), each an 11-value header followed by its jobs:
+--          costs two arguments), each a 13-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          exclusive ("" = not exclusive; else the lock name workers run it under),
 --          unique_ttl_ms (0 = not unique), unique_keep ("1": keep the unique key until its
 --          TTL, not just until the job finishes), fresh ("1": the client generated the IDs,
 --          48-bit time + 80 random bits; "": the caller chose them), meta ("" = none;
---          else key\tvalue\tkey\tvalue..., each pair stored as the hash field "m:" .. key);
+--          else key\tvalue\tkey\tvalue..., each pair stored as the hash field "m:" .. key),
+--          after ("" = none; else policy\tqueue\tid\tqueue\tid...: the jobs wait in
+--          state waiting, in jobs:{q}:waiting, with those dependencies in their pending SET
+--          jobs:{q}:deps:<id>; policy "run" runs them even when a dependency dies, "die"
+--          sends them to dead; the client then links each dependency, see link.lua),
+--          batch ("" = none; else queue\tbatch: the jobs are children of that batch, whose
+--          pending set already holds them, see batch.lua);
 --          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
 --          in a unique group, its unique key jobs:{q}:unique:<k>.
 -- Returns  {codes, holder, holder, ...}: codes has one character per job, in order:
@@ -31,7 +38,8 @@
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
 -- Clock    Redis TIME; at_ms is the only client time and is taken as given.
--- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing;
+-- Invariant a job hash and exactly one of ready/scheduled/waiting are written together, or nothing
+--          (a waiting job's pending set with it);
 --          an existing job hash is never overwritten; a unique key is taken in the same
 --          step, so of concurrent enqueues one wins; each job written has its event, and
 --          a refused call writes no event either.
@@ -54,7 +62,7 @@ local i = 4
 while i <= nargs do
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
-  local j = i + 11
+  local j = i + 13
   for _ = 1, tonumber(ARGV[i]) do
     n_keys = n_keys + 1
     keys[n_keys] = prefix .. ARGV[j]
@@ -67,7 +75,7 @@ local some_exist = n_keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
 -- codes[k] for job k of the call: '1' to write, 'e' a fresh ID that exists (reported '1',
 -- not written), '0' duplicate ID, 'u' unique key held.
 local codes, holders, seen, taken = {}, nil, nil, nil
-local ready_ids, n_ready, due = {}, 0, nil
+local ready_ids, n_ready, due, waiting = {}, 0, nil, nil
 local k = 0
 i = 4
 while i <= nargs do
@@ -79,7 +87,7 @@ while i <= nargs do
   if unique then step = 3 end
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
   if unique and not taken then taken = {} end -- unique keys taken in this call
-  local j = i + 11
+  local j = i + 13
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     local id = ARGV[j]
@@ -104,7 +112,11 @@ while i <= nargs do
     end
     if code == '1' then
       if not fresh then seen[id] = true end
-      if run_at > now then
+      if ARGV[i + 11] ~= '' then
+        waiting = waiting or {}
+        waiting[#waiting + 1] = now
+        waiting[#waiting + 1] = id
+      elseif run_at > now then
         due = due or {}
         due[#due + 1] = run_at
         due[#due + 1] = id
@@ -132,6 +144,16 @@ if due then
     return r
   end
 end
+if waiting then
+  local r = redis.pcall('ZADD', string.sub(prefix, 1, -5) .. 'waiting', unpack(waiting))
+  if type(r) == 'table' and r.err then
+    if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+    if due then
+      for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
+    end
+    return r
+  end
+end
 -- Wake tokens: one 'r' per ready job (at most 64), one 's' if any job was scheduled, so
 -- an idle worker re-plans how long to wait.
 local r
@@ -146,6 +168,9 @@ end
 -- undo takes back the list and set writes above when a later write fails.
 local function undo(tokens)
   if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+  if waiting then
+    for d = 2, #waiting, 2 do redis.call('ZREM', string.sub(prefix, 1, -5) .. 'waiting', waiting[d]) end
+  end
   if due then
     for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
   end
@@ -159,7 +184,7 @@ end
 -- now, so a full Redis cannot refuse the XADD (it refused the LPUSH or ZADD already). The
 -- call's events are entries of up to 16 (lib.lua's event_buf), each XADD checked (a key
 -- of the wrong type fails the first) so that the call can be undone.
-if maxlen > 0 and (n_ready > 0 or due) then
+if maxlen > 0 and (n_ready > 0 or due or waiting) then
   local tokens = math.min(n_ready, 64)
   if due then tokens = tokens + 1 end
   local ev = event_buf(events, maxlen)
@@ -170,10 +195,14 @@ if maxlen > 0 and (n_ready > 0 or due) then
     local run_at = at
     if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
     local name = 'enqueued'
-    if run_at > now then name = 'scheduled' end
+    if ARGV[i + 11] ~= '' then
+      name = 'waiting'
+    elseif run_at > now then
+      name = 'scheduled'
+    end
     local step = 2
     if ARGV[i + 7] ~= '0' then step = 3 end
-    local j = i + 11
+    local j = i + 13
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
       if codes[k] == '1' then event(ev, name, ARGV[j], typ, 0, '', '') end
@@ -214,13 +243,41 @@ while i <= nargs do
   local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
     'created_at', now_s, 'state', 'ready'}
   local base = 10
-  if run_at > now then
+  local after, deps, policy = ARGV[i + 11], nil, nil
+  if after ~= '' then
+    -- policy, then queue\tid pairs: the pending set's members, and the after field
+    -- (queue\tid lines) that keeps the whole list for readers once the set empties.
+    local t = string.find(after, '\t', 1, true)
+    policy = string.sub(after, 1, t - 1)
+    deps = {}
+    local lines = {}
+    local rest = string.sub(after, t + 1)
+    local at_d = 1
+    while at_d <= #rest do
+      local t1 = string.find(rest, '\t', at_d, true)
+      local t2 = string.find(rest, '\t', t1 + 1, true) or (#rest + 1)
+      deps[#deps + 1] = string.sub(rest, at_d, t2 - 1)
+      lines[#lines + 1] = deps[#deps]
+      at_d = t2 + 1
+    end
+    f[10] = 'waiting'
+    f[11] = 'after'; f[12] = table.concat(lines, '\n')
+    base = 12
+    if policy == 'run' then
+      f[13] = 'dep_policy'; f[14] = 'run'
+      base = 14
+    end
+  elseif run_at > now then
     f[10] = 'scheduled'
     f[11] = 'run_at'; f[12] = string.format('%d', run_at)
     base = 12
   end
   if ARGV[i + 6] ~= '' then
     f[base + 1] = 'exclusive'; f[base + 2] = ARGV[i + 6]
+    base = base + 2
+  end
+  if ARGV[i + 12] ~= '' then
+    f[base + 1] = 'batch'; f[base + 2] = ARGV[i + 12]
     base = base + 2
   end
   if ARGV[i + 9] ~= '1' and nonce ~= '' then
@@ -251,7 +308,7 @@ while i <= nargs do
   end
   local step = 2
   if unique then step = 3 end
-  local j = i + 11
+  local j = i + 13
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then
@@ -275,6 +332,7 @@ while i <= nargs do
         end
       end
       redis.call('HSET', keys[k], unpack(f, 1, m))
+      if deps then redis.call('SADD', string.sub(prefix, 1, -5) .. 'deps:' .. id, unpack(deps)) end
     end
     j = j + step
   end

@@ -42,6 +42,11 @@ var (
 	Cancel    = load("cancel.lua")
 	Purge     = load("purge.lua")
 	Delete    = load("delete.lua")
+	// Workflows: a dependency's side of an edge, a resolution delivered to another
+	// slot, and batches.
+	Link    = load("link.lua")
+	Resolve = load("resolve.lua")
+	Batch   = load("batch.lua")
 	// Metrics adds a worker's statistics to the metrics history; it moves no job.
 	Metrics = load("metrics.lua")
 	Pause   = load("pause.lua")
@@ -59,7 +64,7 @@ var (
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
-	Delete, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
+	Delete, Link, Resolve, Batch, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib.lua functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's
