@@ -62,13 +62,13 @@ const (
 
 // BatchStatus is a batch as stored. JSON field names are `jobs batch inspect --json`'s.
 type BatchStatus struct {
-	ID        string                     `json:"id"`
-	Queue     string                     `json:"queue"`
-	State     string                     `json:"state"`
-	Total     int64                      `json:"total"`
-	Pending   int64                      `json:"pending"`
-	Done      int64                      `json:"done"`
-	Dead      int64                      `json:"dead"`
+	ID        string                    `json:"id"`
+	Queue     string                    `json:"queue"`
+	State     string                    `json:"state"`
+	Total     int64                     `json:"total"`
+	Pending   int64                     `json:"pending"`
+	Done      int64                     `json:"done"`
+	Dead      int64                     `json:"dead"`
 	Callbacks map[string]CallbackStatus `json:"callbacks"`
 }
 

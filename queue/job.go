@@ -268,6 +268,9 @@ type jobJSON struct {
 	ProgressMsg   string            `json:"progress_msg"`
 	ProgressAt    *time.Time        `json:"progress_at"`
 	Attempts      []Attempt         `json:"attempts"`
+	After         []string          `json:"after,omitempty"` // "queue/id" of each dependency
+	IgnoreDepFail bool              `json:"ignore_dependency_failure,omitempty"`
+	Batch         string            `json:"batch,omitempty"` // "queue/batch"
 }
 
 // MarshalJSON renders the job in the CLI's JSON contract (see README).
@@ -286,6 +289,13 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 	if !j.ProgressAt.IsZero() {
 		p := j.Progress
 		v.Progress, v.ProgressMsg, v.ProgressAt = &p, j.ProgressMessage, jsonTime(j.ProgressAt)
+	}
+	for _, r := range j.After {
+		v.After = append(v.After, r.String())
+	}
+	v.IgnoreDepFail = j.IgnoreDependencyFailure
+	if !j.Batch.IsZero() {
+		v.Batch = j.Batch.String()
 	}
 	v.Payload, v.PayloadBase64 = text(j.Payload)
 	v.Result, v.ResultBase64 = text(j.Result)

@@ -268,3 +268,61 @@ func parseFileJob(b []byte) (queue.BatchJob, error) {
 	}
 	return bj, nil
 }
+
+// enqueueFileBatch enqueues the JSON lines of path as one batch (`jobs enqueue --file F
+// --batch`), with the callbacks of --on-complete, --on-success and --on-death on --queue,
+// and prints the batch's ID. Every line is read and checked first: a bad line enqueues
+// nothing. A batch whose jobs were not all enqueued stays creating (it cannot end), and
+// the error says so.
+func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string) error {
+	var r io.Reader = e.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	var jobs []queue.BatchJob
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Bytes()
+		if line == 1 {
+			text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
+		}
+		if len(bytes.TrimSpace(text)) == 0 {
+			continue
+		}
+		bj, err := parseFileJob(text)
+		if err == nil {
+			err = client.Check(bj)
+		}
+		if err != nil {
+			return usagef("%s line %d: %v (nothing enqueued)", path, line, err)
+		}
+		jobs = append(jobs, bj)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w (nothing enqueued)", path, err)
+	}
+	if len(jobs) == 0 {
+		return usagef("%s: no jobs: a batch needs at least one", path)
+	}
+	o := queue.BatchOptions{Queue: c.String("queue")}
+	for _, cb := range []struct {
+		flag string
+		to   **queue.Callback
+	}{{"on-complete", &o.OnComplete}, {"on-success", &o.OnSuccess}, {"on-death", &o.OnDeath}} {
+		if c.IsSet(cb.flag) {
+			*cb.to = &queue.Callback{Type: c.String(cb.flag)}
+		}
+	}
+	ref, _, err := client.NewBatch(c.Context, o, jobs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, ref.ID)
+	return nil
+}

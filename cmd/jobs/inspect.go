@@ -44,6 +44,27 @@ func inspectCommand(e *env) *cli.Command {
 				return printJSON(e.stdout, job)
 			}
 			printJob(e.stdout, job)
+			if len(job.After) > 0 {
+				// What the job waits for, or waited for: each dependency's state now.
+				deps, err := client.Dependencies(c.Context, job)
+				if err != nil {
+					return err
+				}
+				for _, d := range deps {
+					st := string(d.State)
+					if st == "" {
+						st = "not found: purged, deleted or expired"
+					}
+					wait := ""
+					if d.Pending {
+						wait = "waits for it: "
+					}
+					fmt.Fprintf(e.stdout, "after       %s (%s%s)\n", clean(d.JobRef.String(), false), wait, st)
+				}
+			}
+			if !job.Batch.IsZero() {
+				fmt.Fprintf(e.stdout, "batch       %s\n", clean(job.Batch.String(), false))
+			}
 			if job.State == queue.StateReady {
 				// Say why a ready job is not running yet when its queue's limit holds it back.
 				if ls, err := client.Limits(c.Context, job.Queue); err == nil && len(ls) == 1 && ls[0].Waiting() != "" {

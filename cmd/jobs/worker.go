@@ -56,7 +56,8 @@ func workerCommand(e *env) *cli.Command {
 			if len(runs) == 0 {
 				return usagef("worker needs at least one --run TYPE=COMMAND")
 			}
-			if err := addRuns(mux, runs); err != nil {
+			execs, err := addRuns(mux, runs)
+			if err != nil {
 				return err
 			}
 			queues, err := parseQueues(c.StringSlice("queue"))
@@ -88,6 +89,9 @@ func workerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer broker.Of(client).Redis().Close()
+			for _, e := range execs {
+				e.Client = client
+			}
 			if err := checkRunTypes(client, mux); err != nil {
 				return err
 			}
