@@ -215,8 +215,10 @@ local function make_callback(base, bkey, bid, kind, now, ev)
   local id = bid .. '.' .. kind
   local payload = cb[2] or ''
   if payload == '' then
-    payload = cjson.encode({batch = bid, queue = queue_of(base), event = kind, total = tonumber(cb[3]) or 0,
-      done = tonumber(cb[4]) or 0, dead = tonumber(cb[5]) or 0})
+    -- By hand, not cjson.encode of a table: its key order is the table's hash order.
+    payload = string.format('{"batch":%s,"queue":%s,"event":"%s","total":%d,"done":%d,"dead":%d}',
+      cjson.encode(bid), cjson.encode(queue_of(base)), kind, tonumber(cb[3]) or 0, tonumber(cb[4]) or 0,
+      tonumber(cb[5]) or 0)
   end
   local key = base .. 'job:' .. id
   if redis.call('EXISTS', key) == 1 then return end
