@@ -133,8 +133,9 @@ func (c *Client) NewBatch(ctx context.Context, o BatchOptions, jobs []BatchJob) 
 	if err := c.batchCall(ctx, ref, "create", cbs, prep); err != nil {
 		return ref, nil, err
 	}
+	inCall := registerInCall(prep)
 	res := c.enqueuePrepared(ctx, prep)
-	c.link(ctx, prep, res)
+	c.link(ctx, prep, res, inCall)
 	if err := batchError(res); err != nil {
 		return ref, res, fmt.Errorf("batch %s left creating (create it again with the same ID to complete it): %w", ref, err)
 	}
@@ -160,8 +161,9 @@ func (c *Client) BatchAdd(ctx context.Context, ref BatchRef, jobs []BatchJob) ([
 	if err := c.batchCall(ctx, ref, "add", nil, prep); err != nil {
 		return nil, err
 	}
+	inCall := registerInCall(prep)
 	res := c.enqueuePrepared(ctx, prep)
-	c.link(ctx, prep, res)
+	c.link(ctx, prep, res, inCall)
 	return res, batchError(res)
 }
 

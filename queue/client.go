@@ -170,7 +170,7 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts .
 	}
 	if len(job.o.after) > 0 { // a workflow: written, then linked (workflow.go)
 		res := c.enqueuePrepared(ctx, []prepared{job})
-		c.link(ctx, []prepared{job}, res)
+		c.link(ctx, []prepared{job}, res, nil)
 		if errors.Is(res[0].Err, ErrUncertain) {
 			return job.id, res[0].Err
 		}
@@ -241,6 +241,7 @@ type group struct {
 	meta                          string // key\tvalue\tkey\tvalue...; "" = none
 	after                         string // policy\tqueue\tid...; "" = no dependencies
 	batch                         string // queue\tbatch; "" = in no batch
+	dependents                    string // queue\tid...: its dependents in the same call
 }
 
 func (p *prepared) group() group {
@@ -258,7 +259,7 @@ func (p *prepared) group() group {
 	if len(p.o.meta) > 0 {
 		g.meta = strings.Join(p.o.meta, "\t")
 	}
-	g.after, g.batch = p.o.afterArg(), p.o.batch
+	g.after, g.batch, g.dependents = p.o.afterArg(), p.o.batch, strings.Join(p.o.dependents, "\t")
 	return g
 }
 

@@ -42,6 +42,7 @@ type options struct {
 	after       []JobRef // dependencies (After, AfterJob); a queue of "" = the job's own
 	depRun      bool     // IgnoreDependencyFailure: run even when a dependency died
 	batch       string   // "queue\tbatch": a child of that batch (set by NewBatch, BatchAdd)
+	dependents  []string // "queue\tid" of the jobs of the same call that wait on it
 	errs        []error
 }
 

@@ -145,7 +145,7 @@ func newID() string {
 // ends after its link always finds its dependent. A job whose edges could not all be
 // linked gets an error wrapping ErrUncertain: enqueueing it again with the same ID
 // completes it.
-func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResult) {
+func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResult, inCall map[JobRef]int) {
 	type edge struct {
 		job  int
 		from JobRef // the dependency
@@ -160,6 +160,9 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 		}
 		to := JobRef{Queue: p.o.queue, ID: p.id}
 		for _, from := range p.o.after {
+			if k, ok := inCall[from]; ok && results[i].Err == nil && results[k].Err == nil {
+				continue // registered by the dependency's own enqueue (registerInCall)
+			}
 			qk := c.queueKeys(from.Queue)
 			edges = append(edges, edge{i, from, to})
 			calls = append(calls, &scriptCall{script: scripts.Link,
@@ -198,6 +201,38 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 			c.unlinked(ctx, results, owners[k], fmt.Errorf("resolve %s: %w", jobs[owners[k]].id, err))
 		}
 	}
+}
+
+// registerInCall gives each job of a call that another job of the same call waits on
+// the dependents it has there, which its enqueue registers in the same step as it is
+// written (enqueue.lua): such an edge needs no link, and the dependency cannot end before
+// it is registered, however short its done record is kept. It returns those edges'
+// dependencies, with their index in jobs. An edge whose dependency was not written by
+// this call (a duplicate ID, an error) is linked as usual.
+func registerInCall(jobs []prepared) map[JobRef]int {
+	var at map[JobRef]int
+	for i := range jobs {
+		if len(jobs[i].o.after) > 0 {
+			at = make(map[JobRef]int, len(jobs))
+			break
+		}
+	}
+	if at == nil {
+		return nil
+	}
+	for i := range jobs {
+		at[JobRef{Queue: jobs[i].o.queue, ID: jobs[i].id}] = i
+	}
+	in := map[JobRef]int{}
+	for i := range jobs {
+		for _, from := range jobs[i].o.after {
+			if k, ok := at[from]; ok && k != i {
+				jobs[k].o.dependents = append(jobs[k].o.dependents, JobRef{Queue: jobs[i].o.queue, ID: jobs[i].id}.member())
+				in[from] = k
+			}
+		}
+	}
+	return in
 }
 
 // unlinked marks a job whose workflow edges were not all registered: it is written

@@ -372,3 +372,23 @@ func TestBatchAddFromARunningChild(t *testing.T) {
 		t.Error("BatchAdd to an ended batch err = nil, want ErrState")
 	}
 }
+
+// A dependency enqueued in the same call as its dependent is written with the dependent
+// registered: it may end at once, its done record deleted (DoneRetention < 0), and the
+// dependent is still released.
+func TestDependencyOfTheSameCallIsRegisteredAtOnce(t *testing.T) {
+	c := setup(t, Config{DoneRetention: -1})
+	res, err := c.EnqueueBatch(ctx, Chain(BatchJob{Type: "a"}, BatchJob{Type: "b", Options: []Option{On("o")}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.rdb.HGet(ctx, c.keys.queue("default").job(res[0].ID), "dependents").Result(); v != "1" {
+		t.Fatalf("dependency's dependents flag = %q, want 1 from its enqueue", v)
+	}
+	j := claimID(t, c, "default", res[0].ID, time.Minute)
+	if err := c.broker().Ack(ctx, j, nil); err != nil {
+		t.Fatal(err)
+	}
+	deliverAll(t, c, "default")
+	mustState(t, c, "o", res[1].ID, StateReady)
+}

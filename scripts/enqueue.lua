@@ -13,7 +13,7 @@
 -- ARGV[3]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
 -- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
---          costs two arguments), each a 13-value header followed by its jobs:
+--          costs two arguments), each a 14-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          exclusive ("" = not exclusive; else the lock name workers run it under),
@@ -26,7 +26,10 @@
 --          jobs:{q}:deps:<id>; policy "run" runs them even when a dependency dies, "die"
 --          sends them to dead; the client then links each dependency, see link.lua),
 --          batch ("" = none; else queue\tbatch: the jobs are children of that batch, whose
---          pending set already holds them, see batch.lua);
+--          pending set already holds them, see batch.lua), dependents ("" = none; else
+--          queue\tid\tqueue\tid...: jobs of the same client call that wait on these, so
+--          registered at once in the jobs' SET jobs:{q}:dependents:<id>: a job cannot end
+--          before its dependents of the same call are linked, whatever its retention);
 --          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
 --          in a unique group, its unique key jobs:{q}:unique:<k>.
 -- Returns  {codes, holder, holder, ...}: codes has one character per job, in order:
@@ -62,7 +65,7 @@ local i = 4
 while i <= nargs do
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
-  local j = i + 13
+  local j = i + 14
   for _ = 1, tonumber(ARGV[i]) do
     n_keys = n_keys + 1
     keys[n_keys] = prefix .. ARGV[j]
@@ -87,7 +90,7 @@ while i <= nargs do
   if unique then step = 3 end
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
   if unique and not taken then taken = {} end -- unique keys taken in this call
-  local j = i + 13
+  local j = i + 14
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     local id = ARGV[j]
@@ -202,7 +205,7 @@ if maxlen > 0 and (n_ready > 0 or due or waiting) then
     end
     local step = 2
     if ARGV[i + 7] ~= '0' then step = 3 end
-    local j = i + 13
+    local j = i + 14
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
       if codes[k] == '1' then event(ev, name, ARGV[j], typ, 0, '', '') end
@@ -280,6 +283,20 @@ while i <= nargs do
     f[base + 1] = 'batch'; f[base + 2] = ARGV[i + 12]
     base = base + 2
   end
+  local dependents = nil
+  if ARGV[i + 13] ~= '' then
+    dependents = {}
+    local rest = ARGV[i + 13]
+    local at_d = 1
+    while at_d <= #rest do
+      local t1 = string.find(rest, '\t', at_d, true)
+      local t2 = string.find(rest, '\t', t1 + 1, true) or (#rest + 1)
+      dependents[#dependents + 1] = string.sub(rest, at_d, t2 - 1)
+      at_d = t2 + 1
+    end
+    f[base + 1] = 'dependents'; f[base + 2] = '1'
+    base = base + 2
+  end
   if ARGV[i + 9] ~= '1' and nonce ~= '' then
     f[base + 1] = 'enq'; f[base + 2] = nonce
     base = base + 2
@@ -308,7 +325,7 @@ while i <= nargs do
   end
   local step = 2
   if unique then step = 3 end
-  local j = i + 13
+  local j = i + 14
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then
@@ -333,6 +350,7 @@ while i <= nargs do
       end
       redis.call('HSET', keys[k], unpack(f, 1, m))
       if deps then redis.call('SADD', string.sub(prefix, 1, -5) .. 'deps:' .. id, unpack(deps)) end
+      if dependents then redis.call('SADD', string.sub(prefix, 1, -5) .. 'dependents:' .. id, unpack(dependents)) end
     end
     j = j + step
   end

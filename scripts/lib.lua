@@ -248,18 +248,20 @@ local function batch_check(base, bid, now, ev, retention_ms)
   end
 end
 
--- batch_settled records in the batch bid of queue base ("jobs:{q}:") that its member
--- (the child "queue\tid") ended with outcome ('done' or 'dead'). Exactly once per member:
+-- batch_settled records in the batch bid of queue base ("jobs:{q}:") that its members
+-- (children "queue\tid", one SREM for them all) ended with outcome ('done' or 'dead').
+-- Exactly once per member:
 -- the SREM from the batch's pending set is the guard, so a resent ack, a repeated outbox
 -- delivery or a later operator retry of the child counts nothing twice (done and dead are
 -- counted only beside a successful SREM, in the same script: they cannot drift). Fires the
 -- death callback at the first death, and the complete and success callbacks when the last
 -- pending child ends after the batch was sealed; each once (HSETNX of fired).
-local function batch_settled(base, bid, member, outcome, now, ev, retention_ms)
+local function batch_settled(base, bid, members, outcome, now, ev, retention_ms)
   local bkey = base .. 'batch:' .. bid
-  if redis.call('SREM', bkey .. ':pending', member) == 0 then return end
-  local n = redis.call('HINCRBY', bkey, outcome, 1)
-  if outcome == 'dead' and n == 1 and redis.call('HSETNX', bkey, 'fired:death', '') == 1 then
+  local removed = redis.call('SREM', bkey .. ':pending', unpack(members))
+  if removed == 0 then return end
+  local n = redis.call('HINCRBY', bkey, outcome, removed)
+  if outcome == 'dead' and n == removed and redis.call('HSETNX', bkey, 'fired:death', '') == 1 then
     make_callback(base, bkey, bid, 'death', now, ev)
   end
   batch_check(base, bid, now, ev, retention_ms)
@@ -312,6 +314,7 @@ local function follow(prefix, work, now, ev, dead_retention, dead_max)
   local base = string.sub(prefix, 1, -5)
   local q = queue_of(prefix)
   local outbox = false
+  local settle, order = {}, {}
   local i = 1
   while i <= #work do
     local w = work[i]
@@ -339,9 +342,20 @@ local function follow(prefix, work, now, ev, dead_retention, dead_max)
         redis.call('HSET', base .. 'outbox', 'b\t' .. w[4] .. '\t' .. w[1], w[2])
         outbox = true
       else
-        batch_settled(base, bid, src, w[2], now, ev, dead_retention)
+        -- Settled together after the loop: one SREM and one count per batch and outcome,
+        -- not per child (a worker acks many children of one batch per call).
+        local g = w[2] .. '\t' .. bid
+        if not settle[g] then
+          settle[g] = {bid = bid, outcome = w[2]}
+          order[#order + 1] = g
+        end
+        local m = settle[g]
+        m[#m + 1] = src
       end
     end
+  end
+  for _, g in ipairs(order) do
+    batch_settled(base, settle[g].bid, settle[g], settle[g].outcome, now, ev, dead_retention)
   end
   if outbox then wake(base .. 'wake', 1, 'o') end
 end

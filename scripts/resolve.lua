@@ -29,7 +29,7 @@ local retention, dead_max = tonumber(ARGV[6]), tonumber(ARGV[7])
 local ev = event_buf(KEYS[1], tonumber(ARGV[8]))
 local now = now_ms()
 if kind == 'b' then
-  batch_settled(string.sub(prefix, 1, -5), target, src, outcome, now, ev, retention)
+  batch_settled(string.sub(prefix, 1, -5), target, {src}, outcome, now, ev, retention)
 else
   local died = resolve_dep(prefix, target, src, outcome, now, ev, retention, dead_max)
   if died then follow(prefix, {died}, now, ev, retention, dead_max) end
