@@ -71,8 +71,9 @@ type Job struct {
 	// handler adds jobs to its own batch with [Client.BatchAdd](ctx, job.Batch, ...).
 	Batch BatchRef
 
-	// Lease is the fencing token of the worker's claim, set on the copy a handler gets:
-	// the worker presents it with every report on the job. Empty when read back.
+	// Lease is the fencing token of the worker's claim: the worker keeps it and presents
+	// it with every report on the job. Empty on the copy a handler gets (what a handler
+	// reports goes through the worker) and when read back.
 	Lease string
 }
 
