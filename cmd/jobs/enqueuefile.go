@@ -108,15 +108,9 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		line++
 		text := sc.Bytes()
 		read += int64(len(text)) + 1
-		if line == 1 { // a UTF-8 byte order mark, as some Windows editors write, is no part of the JSON
-			text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
-		}
-		if len(bytes.TrimSpace(text)) == 0 {
+		bj, ok, err := lineJob(client, line, text)
+		if !ok {
 			continue
-		}
-		bj, err := parseFileJob(text)
-		if err == nil {
-			err = client.Check(bj)
 		}
 		if err != nil {
 			if ferr := flush(); ferr != nil {
@@ -288,16 +282,9 @@ func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for line := 1; sc.Scan(); line++ {
-		text := sc.Bytes()
-		if line == 1 {
-			text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
-		}
-		if len(bytes.TrimSpace(text)) == 0 {
+		bj, ok, err := lineJob(client, line, sc.Bytes())
+		if !ok {
 			continue
-		}
-		bj, err := parseFileJob(text)
-		if err == nil {
-			err = client.Check(bj)
 		}
 		if err != nil {
 			return usagef("%s line %d: %v (nothing enqueued)", path, line, err)
@@ -325,4 +312,21 @@ func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string)
 	}
 	fmt.Fprintln(e.stdout, ref.ID)
 	return nil
+}
+
+// lineJob reads the job of one line of a --file (its number: line), checked as Enqueue
+// would; ok is false for a blank line. A UTF-8 byte order mark, as some Windows editors
+// write, is no part of line 1's JSON.
+func lineJob(client *queue.Client, line int, text []byte) (bj queue.BatchJob, ok bool, err error) {
+	if line == 1 {
+		text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
+	}
+	if len(bytes.TrimSpace(text)) == 0 {
+		return bj, false, nil
+	}
+	bj, err = parseFileJob(text)
+	if err == nil {
+		err = client.Check(bj)
+	}
+	return bj, true, err
 }
