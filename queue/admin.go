@@ -28,7 +28,7 @@ type QueueStats struct {
 	Done      int64  `json:"done"` // retained done jobs (DoneRetention, DoneMax)
 	// Waiting counts the jobs waiting for their dependencies (After, AfterJob).
 	Waiting int64 `json:"waiting"`
-	Paused    bool   `json:"paused"`
+	Paused  bool  `json:"paused"`
 	// ProcessedToday counts attempts that ended today (UTC, by Redis's clock): done or
 	// failed. FailedToday counts failed attempts (errors, panics, timeouts, expired
 	// leases), retried or not.
@@ -93,7 +93,7 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 	day := now.UTC().Format(time.DateOnly)
 	type counts struct {
 		ready, scheduled, active, retry, dead, done, paused, waiting *redis.IntCmd
-		processed, failed, head                             *redis.StringCmd
+		processed, failed, head                                      *redis.StringCmd
 	}
 	pipe := c.rdb.Pipeline()
 	cs := make([]counts, len(qs))
