@@ -82,3 +82,17 @@ func cmpOr(a, b error) error {
 	}
 	return b
 }
+
+// Undelivered returns how many ends of queue's jobs are still to be delivered to
+// dependents and batches in other queues (its outbox's entries): a test that waits for a
+// workflow to settle waits for 0 too.
+func (c *Client) Undelivered(ctx context.Context, queue string) (int64, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return 0, err
+	}
+	n, err := c.rdb.HLen(ctx, c.queueKeys(queue).outbox).Result()
+	if err != nil {
+		return 0, fmt.Errorf("outbox of %s: %w", queue, err)
+	}
+	return n, nil
+}
