@@ -66,3 +66,42 @@ func TestWorkflowAcrossQueuesRunsInOrder(t *testing.T) {
 		t.Errorf("BatchStatus() = %+v, %v", st, err)
 	}
 }
+
+// An exec handler of a workflow job gets its dependencies and their results in its
+// environment, and its batch.
+func TestExecGetsItsDependenciesResults(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	mux := NewMux()
+	h, err := NewExec(`sh -c 'printf "%s|%s|%s" "$JOB_AFTER" "$JOB_DEPENDENCIES" "$JOB_BATCH"'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Client = c
+	mux.Handle("sh", h)
+	mux.HandleFunc("bin", func(ctx context.Context, j *queue.Job) error {
+		SetResult(ctx, []byte{0xff, 0x00})
+		return nil
+	})
+	startWorker(t, c, Config{Handler: mux, Queues: map[string]int{"default": 1, "o": 1}})
+	res, err := c.EnqueueBatch(ctx, []queue.BatchJob{
+		{Type: "sh", Options: []queue.Option{queue.ID("first"), queue.On("o")}},
+		{Type: "bin", Options: []queue.Option{queue.ID("second")}},
+		{Type: "sh", Options: []queue.Option{queue.AfterJob("o", "first"), queue.After("second")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := waitState(t, c, "default", res[2].ID, queue.StateDone, 10*time.Second)
+	want := `o/first default/second|[{"queue":"o","id":"first","state":"done","result":"||"},` +
+		`{"queue":"default","id":"second","state":"done","result_base64":"/wA="}]|`
+	if string(j.Result) != want {
+		t.Errorf("exec env:\n got %s\nwant %s", j.Result, want)
+	}
+	ref, _, err := c.NewBatch(ctx, queue.BatchOptions{ID: "b1"}, []queue.BatchJob{{Type: "sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := waitState(t, c, "default", ref.ID+".0", queue.StateDone, 10*time.Second); string(j.Result) != "||default/b1" {
+		t.Errorf("exec env of a batch child = %q, want JOB_BATCH default/b1", j.Result)
+	}
+}
