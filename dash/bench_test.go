@@ -3,6 +3,7 @@ package dash
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -89,7 +90,7 @@ func benchFixture(b *testing.B) (*queue.Client, int, int) {
 
 func BenchmarkPages(b *testing.B) {
 	c, nq, nj := benchFixture(b)
-	h, err := New(c, Options{})
+	h, err := New(c, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -116,6 +117,12 @@ type Handler struct {
 	snap    *snapshot  // the overview's shared metrics history
 	reading bool       // a background read of snap is under way
 	hub     *liveHub   // the live stream's shared snapshots
+
+	// hostNow is this server's clock, used only for what is this server's own business
+	// (how old its cached snapshots are). Every judgement of a job's or a process's age
+	// is by Redis's clock (redisNow), which stamped them: a dashboard host whose clock is
+	// off must not show wrong ages. A field so that tests can skew it.
+	hostNow func() time.Time
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -132,7 +139,7 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{client: client, opts: opts.withDefaults(), pages: p}
+	h := &Handler{client: client, opts: opts.withDefaults(), pages: p, hostNow: time.Now}
 	h.hub = &liveHub{h: h, every: h.opts.LiveEvery, subs: map[chan []byte]struct{}{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.overview)
@@ -265,6 +272,15 @@ func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// redisNow is Redis's time (TIME): what ages, "for how long" and "late" are judged by.
+func (h *Handler) redisNow(ctx context.Context) (time.Time, error) {
+	now, err := broker.Of(h.client).Redis().Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time: %w", err)
+	}
+	return now, nil
 }
 
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {

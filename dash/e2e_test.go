@@ -323,19 +323,10 @@ func TestE2E(t *testing.T) {
 	})
 }
 
-// newPage opens a tab for one subtest.
-//
-// Known defect, tolerated and logged (go test -v) until it is fixed: the pages declare
-// no icon, so the browser's own GET /favicon.ico is a 404, an error in the console of
-// every page (and under a BasePath the dashboard cannot answer /favicon.ico at all). A
-// <link rel="icon"> in templates/layout.html fixes it; then delete the Tolerate call.
+// newPage opens a tab for one subtest. Every problem on its pages fails the subtest.
 func newPage(t *testing.T, br *browsertest.Browser) *browsertest.Page {
 	t.Helper()
-	p := br.NewPage(t)
-	p.Tolerate("known defect: the dashboard declares no favicon", func(pr browsertest.Problem) bool {
-		return strings.HasSuffix(pr.URL, "/favicon.ico")
-	})
-	return p
+	return br.NewPage(t)
 }
 
 // failType is a handler outcome: jobs of type typ fail for good (they go dead) with

@@ -90,7 +90,11 @@ type cronData struct {
 
 func (h *Handler) cronPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	now := time.Now()
+	now, err := h.redisNow(ctx)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
 	rows, listErr := cron.NewStore(h.client).Listing(ctx, now)
 	if rows == nil && listErr != nil {
 		h.failQueue(w, r, listErr)

@@ -199,6 +199,7 @@ var funcs = template.FuncMap{
 	"esc":     func(s string) string { return printable.Escape(s, false) },
 	"escml":   func(s string) string { return printable.Escape(s, true) },
 	"pathesc": url.PathEscape,
+	"literal": patternLiteral,
 	"query":   url.QueryEscape,
 	"when": func(t time.Time) string {
 		if t.IsZero() {
@@ -267,4 +268,18 @@ func cut(s string, n int) string {
 		i--
 	}
 	return s[:i] + "..."
+}
+
+// patternLiteral escapes s for an input's pattern attribute (a JavaScript regular
+// expression, compiled with the v flag) so that it matches s itself: a queue name's "."
+// must not match any character.
+func patternLiteral(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`^$\.*+?()[]{}|/`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
