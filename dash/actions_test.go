@@ -281,3 +281,24 @@ func TestEveryMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgePatternIsLiteral: the purge page's confirm field accepts the queue's name
+// only, its "." included (a regex "." would accept any character there).
+func TestPurgePatternIsLiteral(t *testing.T) {
+	b := setup(t, Options{ConfirmAbove: 1})
+	for range 2 {
+		b.enqueue(t, "t", "x", queue.On("mail.eu"))
+	}
+	page := b.get(t, "/queues/mail.eu/purge?state=ready")
+	if !strings.Contains(page.body, `pattern="mail\.eu"`) {
+		t.Errorf("purge page of mail.eu lacks pattern=\"mail\\.eu\":\n%s", page.body)
+	}
+	for in, want := range map[string]string{"mail.eu": `mail\.eu`, "a-b_c": "a-b_c", `x^$\.*+?()[]{}|/`: `x\^\$\\\.\*\+\?\(\)\[\]\{\}\|\/`} {
+		if got := patternLiteral(in); got != want {
+			t.Errorf("patternLiteral(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if r := b.post(t, "/queues/mail.eu/purge", url.Values{"state": {"ready"}, "confirm": {"mailXeu"}}); r.status != 400 {
+		t.Errorf("purge of mail.eu confirmed as mailXeu = %d, want 400", r.status)
+	}
+}
