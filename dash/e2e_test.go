@@ -143,6 +143,12 @@ func TestE2E(t *testing.T) {
 		p := newPage(t, br)
 		p.Navigate(b.srv.URL + "/queues/default?state=dead&type=resize")
 		p.Click(`#matching button[value="retry"]`)
+		// The count comes first: 6 of 8, at most 100, so a plain button confirms it.
+		p.WaitText("#match-count", "6 of the 8 dead jobs match")
+		if p.Exists("#confirm") {
+			t.Errorf("the count page of 6 jobs asks for typing, want a plain button")
+		}
+		p.Click("#match-submit")
 		// Each batch's page says how many jobs were read so far and offers the next.
 		const done, readSoFar = `location.search.includes("done=matching")`,
 			`Number(document.getElementById("matching-progress")?.dataset.read)`
@@ -164,6 +170,42 @@ func TestE2E(t *testing.T) {
 		if st[0].Ready != 6 || st[0].Dead != 2 {
 			t.Errorf("after retrying every dead resize job: %d ready, %d dead; want 6 ready (the resize jobs), 2 dead",
 				st[0].Ready, st[0].Dead)
+		}
+	})
+
+	t.Run("every match above the threshold needs its count typed", func(t *testing.T) {
+		b := setup(t, Options{ConfirmAbove: 2})
+		for i := range 3 {
+			b.enqueue(t, "resize", `{"n":`+strconv.Itoa(i)+`}`)
+		}
+		drain(t, b.client, failType("resize", "disk full"), queue.DefaultQueue)
+		p := newPage(t, br)
+		p.Navigate(b.srv.URL + "/queues/default?state=dead&error=disk")
+		p.Click(`#matching button[value="delete"]`)
+		p.WaitText("#match-count", "3 of the 3 dead jobs match")
+		p.Click("#match-submit") // nothing typed: the browser keeps the form
+		if !browsertest.Eval[bool](p, `document.getElementById("confirm").matches(":invalid")`) {
+			t.Errorf("the empty confirmation is not marked invalid")
+		}
+		p.Type("#confirm", "2") // not the count shown
+		if !browsertest.Eval[bool](p, `document.getElementById("confirm").matches(":invalid")`) {
+			t.Errorf("a wrong count typed is not marked invalid")
+		}
+		// The server refuses it too, from a page without the browser's check.
+		browsertest.Eval[bool](p, `(e => { e.removeAttribute("required"); e.removeAttribute("pattern"); return true })(
+			document.getElementById("confirm"))`)
+		p.Click("#match-submit")
+		p.WaitText("#error", "confirm")
+		p.TakeProblems() // the refusal's 400 is the point here
+		if st, err := b.client.StatsOf(context.Background(), queue.DefaultQueue); err != nil || st[0].Dead != 3 {
+			t.Fatalf("after a wrong count typed: %+v, %v; want 3 dead", st, err)
+		}
+		p.Navigate(b.srv.URL + "/queues/default/matching?state=dead&do=delete&error=disk")
+		p.Type("#confirm", "3")
+		p.Click("#match-submit")
+		p.WaitTrue(`location.search.includes("done=matching")`)
+		if st, err := b.client.StatsOf(context.Background(), queue.DefaultQueue); err != nil || st[0].Dead != 0 {
+			t.Fatalf("after the count typed: %+v, %v; want no dead job", st, err)
 		}
 	})
 
