@@ -180,6 +180,7 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	for _, a := range workerActions {
 		mux.HandleFunc("POST /workers/{id}/"+a, h.action(h.workerAction))
 	}
+	mux.HandleFunc("POST /cron", h.action(h.cronAdd))
 	for _, a := range cronActions {
 		mux.HandleFunc("POST /cron/{name}/"+a, h.action(h.cronAction))
 	}

@@ -106,6 +106,25 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("purge confirmation takes the queue's name literally", func(t *testing.T) {
+		b := setup(t, Options{ConfirmAbove: 1})
+		for range 2 {
+			b.enqueue(t, "email", `{}`, queue.On("mail.eu"))
+		}
+		p := newPage(t, br)
+		p.Navigate(b.srv.URL + "/queues/mail.eu/purge?state=ready")
+		invalid := `document.getElementById("confirm").matches(":invalid")`
+		p.Type("#confirm", "mailXeu") // "." as a regular expression would accept it
+		if !browsertest.Eval[bool](p, invalid) {
+			t.Errorf("confirm field accepts mailXeu for queue mail.eu")
+		}
+		browsertest.Eval[bool](p, `(document.getElementById("confirm").value = "", true)`)
+		p.Type("#confirm", "mail.eu")
+		if browsertest.Eval[bool](p, invalid) {
+			t.Errorf("confirm field refuses the queue's own name, mail.eu")
+		}
+	})
+
 	t.Run("retry the selected dead jobs", func(t *testing.T) {
 		b := setup(t, Options{})
 		var ids []string
@@ -209,14 +228,25 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
-	t.Run("cron: trigger an entry now, then remove it", func(t *testing.T) {
+	t.Run("cron: add an entry, trigger it now, then remove it", func(t *testing.T) {
 		b := setup(t, Options{})
-		if err := cron.NewStore(b.client).Add(context.Background(),
-			cron.Entry{Name: "nightly-report", Spec: "0 3 * * *", Type: "report"}); err != nil {
-			t.Fatal(err)
-		}
 		p := newPage(t, br)
 		p.Navigate(b.srv.URL + "/cron")
+		p.WaitText("#no-cron", "No dynamic entries")
+		// A spec `jobs cron add` refuses is refused beside the form, what was typed kept.
+		p.Type(`#cron-add input[name="name"]`, "nightly-report")
+		p.Type(`#cron-add input[name="spec"]`, "0 25 * * *")
+		p.Type(`#cron-add input[name="type"]`, "report")
+		p.Click("#cron-add-submit")
+		p.WaitText("#cron-form-error", "cron entry nightly-report")
+		p.TakeProblems() // the refusal's 400 is the point here
+		if got := browsertest.Eval[string](p, `document.querySelector('#cron-add input[name="type"]').value`); got != "report" {
+			t.Errorf("after the refusal the type field holds %q, want what was typed, report", got)
+		}
+		browsertest.Eval[bool](p, `(document.querySelector('#cron-add input[name="spec"]').value = "", true)`)
+		p.Type(`#cron-add input[name="spec"]`, "0 3 * * *")
+		p.Click("#cron-add-submit")
+		p.WaitText("#notice", "added")
 		row := `tr[data-entry="nightly-report"]`
 		p.WaitText(row, "report")
 		p.Click(row + ` button[data-action="trigger"]`)
@@ -224,6 +254,7 @@ func TestE2E(t *testing.T) {
 		if n := readyCount(t, b.client); n != 1 {
 			t.Fatalf("after Trigger now, %d jobs ready, want 1", n)
 		}
+		p.WaitText(row+` td[data-cell="last-job"]`, "ready") // the triggered job, in its last job cell
 		p.Click(row + ` button[data-action="remove"]`)
 		p.WaitGone(row)
 		if es, err := cron.NewStore(b.client).List(context.Background()); err != nil || len(es) != 0 {
@@ -260,6 +291,33 @@ func TestE2E(t *testing.T) {
 			return n; })()`)
 		if painted < 1000 {
 			t.Errorf("the chart's canvas has %d painted pixels, want a drawn chart", painted)
+		}
+		// Nothing is drawn in the canvas's last 3 pixel columns: a label cut at its right
+		// edge (the last x-axis label, centred on the plot's last tick) would be.
+		edge := browsertest.Eval[int](p, `(() => {
+			const c = document.querySelector("#chart canvas");
+			const px = c.getContext("2d").getImageData(c.width - 3, 0, 3, c.height).data;
+			let n = 0;
+			for (let i = 3; i < px.length; i += 4) if (px[i] !== 0) n++;
+			return n; })()`)
+		if edge != 0 {
+			t.Errorf("%d pixels painted in the chart's last 3 columns: a label is cut at its right edge", edge)
+		}
+		// Each queue's name is on one line, even in a narrow window (the page squeezed to
+		// 700px); each reason it is not moving on its own.
+		if wrapped := browsertest.Eval[[]string](p, `(() => {
+			const main = document.querySelector("main"), was = main.style.maxWidth;
+			main.style.maxWidth = "700px";
+			const out = [...document.querySelectorAll("#queues td.qname a")]
+				.filter(a => a.getClientRects().length !== 1).map(a => a.textContent);
+			main.style.maxWidth = was;
+			return out; })()`); len(wrapped) != 0 {
+			t.Errorf("queue names wrapped over lines: %q", wrapped)
+		}
+		tops := browsertest.Eval[[]float64](p, `[...document.querySelectorAll('tr[data-queue="default"] td.why li')]
+			.map(li => li.getBoundingClientRect().top)`)
+		if len(tops) != 2 || tops[0] == tops[1] {
+			t.Errorf("the paused queue without workers lists its reasons at tops %v, want 2 on lines of their own", tops)
 		}
 		if os.Getenv("JOBS_SCREENSHOT") != "" {
 			p.SaveScreenshot(filepath.Join("..", "docs", "dashboard.png"))

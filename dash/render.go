@@ -193,6 +193,7 @@ var notices = map[string]string{
 	"stop": "Told to stop.", "selected-retry": "Selected jobs made ready.", "selected-run": "Selected jobs made ready.",
 	"selected-cancel": "Selected jobs cancelled.", "selected-delete": "Selected jobs deleted.",
 	"matching": "Done: every match was read.", "cron-trigger": "Cron job enqueued.", "cron-remove": "Cron entry removed.",
+	"cron-add": "Cron entry added.",
 }
 
 var funcs = template.FuncMap{

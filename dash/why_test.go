@@ -5,8 +5,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
+	"html/template"
+	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -191,5 +193,77 @@ func TestCronTriggerShowsLastJob(t *testing.T) {
 	page := b.get(t, "/cron")
 	if !strings.Contains(page.body, ">"+c.Entries[0].LastJob+"</a> ready") {
 		t.Errorf("cron page does not show the triggered job in its last job cell:\n%s", page.body)
+	}
+}
+
+// TestCronAdd: the cron page adds an entry by the rules of `jobs cron add`; a refused
+// one is shown again, with why beside the form and what was typed kept, as a 400.
+func TestCronAdd(t *testing.T) {
+	b := setup(t, Options{})
+	if page := b.get(t, "/cron"); !strings.Contains(page.body, `<form method="post" action="/cron" id="cron-add"`) {
+		t.Fatalf("cron page lacks the add form:\n%s", page.body)
+	}
+	r := b.post(t, "/cron", url.Values{"name": {"nightly"}, "spec": {"0 3 * * *"}, "type": {"report"}, "queue": {"reports"},
+		"max_retry": {"2"}, "timeout": {"5m"}, "exclusive": {"1"}, "payload": {`{"full":true}`}})
+	wantStatus(t, "POST /cron", r, http.StatusSeeOther)
+	if loc := r.header.Get("Location"); loc != "/cron?done=cron-add" {
+		t.Errorf("POST /cron redirects to %q, want /cron?done=cron-add", loc)
+	}
+	es, err := cron.NewStore(b.client).List(context.Background())
+	if err != nil || len(es) != 1 {
+		t.Fatalf("List() = %+v, %v; want the entry added", es, err)
+	}
+	if e := es[0]; e.Name != "nightly" || e.Spec != "0 3 * * *" || e.Type != "report" || e.Queue != "reports" ||
+		e.MaxRetry == nil || *e.MaxRetry != 2 || e.Timeout != 5*time.Minute || !e.Exclusive || e.CatchUp ||
+		e.Payload != `{"full":true}` {
+		t.Errorf("entry = %+v, want the form's fields", e)
+	}
+	var a auditData
+	b.getJSON(t, "/audit", &a)
+	if len(a.Entries) == 0 || a.Entries[0].Action != "cron-add" || a.Entries[0].Target != "nightly" {
+		t.Errorf("audit = %+v, want cron-add nightly first", a.Entries)
+	}
+	good := url.Values{"name": {"hourly"}, "spec": {"@hourly"}, "type": {"sync"}}
+	for _, tc := range []struct {
+		field, value, want string
+	}{
+		{"spec", "61 * * * *", "cron entry hourly"},
+		{"spec", "", "cron entry hourly"},
+		{"name", "a:b", "cron entry name"},
+		{"name", "", "cron entry name"},
+		{"type", "two words", "job type"},
+		{"queue", "bad queue", "queue name"},
+		{"max_retry", "many", `max retry "many": want a whole number`},
+		{"max_retry", "-1", "max retry -1 is negative"},
+		{"timeout", "soon", `timeout "soon"`},
+		{"timeout", "-5s", `timeout "-5s"`},
+		{"payload", strings.Repeat("x", 70<<10), "form"}, // over the form's 64 KiB
+	} {
+		f := url.Values{}
+		for k, v := range good {
+			f[k] = v
+		}
+		f.Set(tc.field, tc.value)
+		r := b.post(t, "/cron", f)
+		if r.status != 400 || !strings.Contains(r.body, template.HTMLEscapeString(tc.want)) {
+			t.Errorf("POST /cron with %s=%.20q = %d, want 400 with %q; %.300s", tc.field, tc.value, r.status, tc.want, r.body)
+			continue
+		}
+		if tc.want == "form" {
+			continue
+		}
+		if !strings.Contains(r.body, `id="cron-form-error"`) || !strings.Contains(r.body, `id="cron"`) {
+			t.Errorf("POST /cron with %s=%q: the refusal is not shown beside the form on the cron page", tc.field, tc.value)
+		}
+		if tc.value != "" && !strings.Contains(r.body, `value="`+template.HTMLEscapeString(tc.value)+`"`) {
+			t.Errorf("POST /cron with %s=%q: the value typed is not kept in the form", tc.field, tc.value)
+		}
+		j := b.do(t, "POST", "/cron", f, map[string]string{"Accept": "application/json"})
+		if j.status != 400 || !strings.HasPrefix(j.body, `{"error":`) {
+			t.Errorf("POST /cron (JSON) with %s=%q = %d %s, want 400 and an error", tc.field, tc.value, j.status, j.body)
+		}
+	}
+	if es, _ := cron.NewStore(b.client).List(context.Background()); len(es) != 1 {
+		t.Errorf("after refused adds, %d entries, want 1", len(es))
 	}
 }
