@@ -107,7 +107,7 @@ func BenchmarkPages(b *testing.B) {
 	}
 	for _, path := range []string{"/", "/queues/big?state=ready", "/queues/big?state=scheduled",
 		"/queues/big?state=dead", "/queues/big?state=dead&cursor=" + next, "/queues/big?state=dead&error=nomatch",
-		"/queues/q0500"} {
+		"/queues/q0500", "/queues/big/matching?state=dead&do=retry&error=nomatch"} {
 		b.Run(fmt.Sprintf("%dq_%dj%s", nq, nj, path), func(b *testing.B) {
 			for b.Loop() {
 				if w := serve(h, path, false); w.Code != 200 {

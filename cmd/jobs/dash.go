@@ -26,7 +26,8 @@ func dashCommand(e *env) *cli.Command {
 		Name:  "dash",
 		Usage: "serve the web dashboard: queues, jobs, workers, actions, audit log",
 		Description: "Listens on loopback unless told otherwise; any other --listen address needs --auth\n" +
-			"(HTTP basic auth). --read-only refuses every action (HTTP 403) however it is sent.\n" +
+			"(HTTP basic auth). Loopback is judged by IP: \":7420\" and \"0.0.0.0:7420\" are not, a host\n" +
+			"name is when every address it resolves to is. --read-only refuses every action (HTTP 403) however it is sent.\n" +
 			"Every page also answers Accept: application/json with the --json data. Examples:\n\n" +
 			"   jobs dash                                  # http://127.0.0.1:7420/\n" +
 			"   JOBS_DASH_AUTH=ops:s3cret jobs dash --listen 0.0.0.0:7420 --read-only",
