@@ -409,7 +409,8 @@ func TestE2E(t *testing.T) {
 		p := newPage(t, br)
 		for _, path := range []string{"/", "/queues/default?state=dead", "/queues/default?state=ready",
 			"/queues/default?state=dead&type=img", "/workers", "/audit", "/events", "/events?type=img", "/cron",
-			"/queues/default/purge?state=dead", "/jobs/" + id + "?queue=default"} {
+			"/queues/default/purge?state=dead", "/queues/default/matching?state=dead&do=retry&type=img",
+			"/jobs/" + id + "?queue=default"} {
 			p.Navigate(b.srv.URL + path)
 		}
 		if got := p.Text(`[data-field="type"]`); got != typ {
