@@ -17,6 +17,7 @@ import (
 type cronRow struct {
 	cron.Listed
 	LastJobState queue.State `json:"last_job_state"` // "" when unknown or gone
+	Words        string      `json:"words"`          // the spec in words (cron.Describe); "" when not put in words
 	// Missed: a tick after the last one recorded is past (by more than a minute), so no
 	// scheduler fired it (none ran, or all were quiet).
 	Missed bool `json:"missed"`
@@ -56,7 +57,7 @@ func (h *Handler) cronListing(r *http.Request) (cronData, error) {
 		d.Error = listErr.Error()
 	}
 	for _, l := range rows {
-		row := cronRow{Listed: l}
+		row := cronRow{Listed: l, Words: cron.Describe(l.Spec)}
 		if l.LastTick != nil {
 			if next := l.Next(*l.LastTick); !next.IsZero() && now.Sub(next) > time.Minute {
 				row.Missed = true

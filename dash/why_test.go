@@ -218,6 +218,9 @@ func TestCronAdd(t *testing.T) {
 		e.Payload != `{"full":true}` {
 		t.Errorf("entry = %+v, want the form's fields", e)
 	}
+	if page := b.get(t, "/cron"); !strings.Contains(page.body, `data-cell="words">at 03:00, every day<`) {
+		t.Errorf("cron page does not say the spec in words:\n%s", page.body)
+	}
 	var a auditData
 	b.getJSON(t, "/audit", &a)
 	if len(a.Entries) == 0 || a.Entries[0].Action != "cron-add" || a.Entries[0].Target != "nightly" {
