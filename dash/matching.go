@@ -23,7 +23,8 @@ import (
 // bounded batches, and refuses unless the form carries the count page's token (an HMAC
 // of the queue, state, action, filter and count, keyed per Handler) and, above the
 // threshold, that count typed: no request skips the count, nor confirms a smaller one
-// than was shown.
+// than was shown. The key is drawn when the Handler is made: behind a load balancer of
+// several dashboards, a batch that reaches another process is refused (count again).
 
 // matchForm is what both steps are given: which jobs, and what to do to them.
 type matchForm struct {
