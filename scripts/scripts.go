@@ -114,7 +114,7 @@ func libFor(lib, src string) string {
 		if k+1 < len(starts) {
 			end = starts[k+1]
 		}
-		text[k] = strings.Join(lines[defs[k]:end], "")
+		text[k] = strings.Join(codeOnly(lines[defs[k]:end]), "")
 	}
 	need := make([]bool, len(starts))
 	for changed, from := true, src; changed; {
@@ -136,6 +136,22 @@ func libFor(lib, src string) string {
 	for k := range starts {
 		if need[k] {
 			out += text[k]
+		}
+	}
+	return out
+}
+
+// codeOnly drops the comment lines (a line whose first non-blank characters are "--")
+// of a definition's lines, for the same reason as the comment blocks above definitions:
+// the workflows' functions, carried by every script that ends a job, explain themselves
+// at length in lib.lua, and on a Redis filled to its maxmemory that text alone left too
+// little room to enqueue after a purge. lib.lua has no long strings or block comments,
+// so such a line is never inside a string.
+func codeOnly(lines []string) []string {
+	out := lines[:0:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimLeft(l, " \t"), "--") {
+			out = append(out, l)
 		}
 	}
 	return out
