@@ -34,6 +34,20 @@ func eventsOf(ctx context.Context, t *testing.T, rdb *redis.Client, prefix, q, i
 	return n
 }
 
+// faultSetup is a fault test's shared Redis, a client of it, the test's prefix and a
+// queue.Client under it.
+func faultSetup(t *testing.T) (*redistest.Server, *redis.Client, string, *queue.Client) {
+	t.Helper()
+	srv := redistest.Shared(t)
+	rdb := srv.Client(t)
+	prefix := redistest.Prefix(t)
+	client, err := queue.NewClient(rdb, queue.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, rdb, prefix, client
+}
+
 // A dependency whose worker is SIGKILLed mid-run is reaped and retried; its dependent,
 // in another queue, is released once, when the retry is done, and runs once.
 func TestDependencyKilledMidRunReleasesItsDependentOnce(t *testing.T) {
@@ -41,10 +55,7 @@ func TestDependencyKilledMidRunReleasesItsDependentOnce(t *testing.T) {
 		t.Skip("spawns worker processes")
 	}
 	t.Parallel()
-	srv := redistest.Shared(t)
-	rdb := srv.Client(t)
-	prefix := redistest.Prefix(t)
-	client, _ := queue.NewClient(rdb, queue.Config{Prefix: prefix})
+	srv, rdb, prefix, client := faultSetup(t)
 	ctx := context.Background()
 	dep, err := client.Enqueue(ctx, "count", nil, queue.On("dep"))
 	if err != nil {
@@ -93,10 +104,7 @@ func TestBatchCallbacksOnceThroughWorkerKills(t *testing.T) {
 		t.Skip("spawns worker processes for ~15s")
 	}
 	t.Parallel()
-	srv := redistest.Shared(t)
-	rdb := srv.Client(t)
-	prefix := redistest.Prefix(t)
-	client, _ := queue.NewClient(rdb, queue.Config{Prefix: prefix})
+	srv, rdb, prefix, client := faultSetup(t)
 	ctx := context.Background()
 	n := 2000
 	if os.Getenv("JOBS_TEST_LONG") != "" {

@@ -14,20 +14,27 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// TestLifecycleScriptsRun walks a job through every transition on the in-memory server:
-// the Lua scripts must keep to what it supports.
-func TestLifecycleScriptsRun(t *testing.T) {
+// devClient is a queue.Client on a fresh in-memory server, both closed when the test ends.
+func devClient(t *testing.T) *queue.Client {
+	t.Helper()
 	s, err := Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(s.Close)
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer rdb.Close()
+	t.Cleanup(func() { rdb.Close() })
 	c, err := queue.NewClient(rdb, queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// TestLifecycleScriptsRun walks a job through every transition on the in-memory server:
+// the Lua scripts must keep to what it supports.
+func TestLifecycleScriptsRun(t *testing.T) {
+	c := devClient(t)
 	ctx := context.Background()
 	step := func(what string, err error) {
 		t.Helper()
@@ -99,23 +106,14 @@ func TestLifecycleScriptsRun(t *testing.T) {
 // TestCancelNoticeFromScript: cancel.lua PUBLISHes from Lua when it flags an active job;
 // the in-memory server must run that and deliver it to WatchCancels.
 func TestCancelNoticeFromScript(t *testing.T) {
-	s, err := Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer rdb.Close()
-	c, err := queue.NewClient(rdb, queue.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := devClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	notices := make(chan proto.CancelNotice, 1)
 	done := make(chan error, 1)
 	go func() { done <- broker.Of(c).WatchCancels(ctx, func(n proto.CancelNotice) { notices <- n }) }()
 	deadline := time.Now().Add(5 * time.Second)
+	rdb := broker.Of(c).Redis()
 	for rdb.PubSubNumSub(ctx, "jobs:cancel").Val()["jobs:cancel"] != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("WatchCancels not subscribed within 5s")
@@ -152,17 +150,7 @@ func TestCancelNoticeFromScript(t *testing.T) {
 // TestWorkflowScriptsRun runs a dependency across queues (link, the outbox, resolve) and a
 // batch with its callback on the in-memory server.
 func TestWorkflowScriptsRun(t *testing.T) {
-	s, err := Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer rdb.Close()
-	c, err := queue.NewClient(rdb, queue.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := devClient(t)
 	ctx := context.Background()
 	b := broker.Of(c)
 	dep, err := c.Enqueue(ctx, "a", nil, queue.On("o"))
