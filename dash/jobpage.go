@@ -30,6 +30,7 @@ type jobData struct {
 	// Batch is its batch's state and counts (nil outside a batch, or once the batch
 	// record expired).
 	Dependencies []queue.Dependency `json:"dependencies,omitempty"`
+	Dependents   []queue.JobRef     `json:"dependents,omitempty"` // the jobs waiting on it
 	Batch        *queue.BatchStatus `json:"batch,omitempty"`
 
 	Payload shownBytes    `json:"-"`
@@ -113,6 +114,10 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		d.Why = []string{}
 	}
 	if d.Dependencies, err = h.client.Dependencies(ctx, j); err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if d.Dependents, err = h.client.Dependents(ctx, j); err != nil {
 		h.failQueue(w, r, err)
 		return
 	}

@@ -20,6 +20,9 @@ func TestJobPageShowsItsWorkflow(t *testing.T) {
 			t.Errorf("waiting job's page lacks %q:\n%s", want, r.body)
 		}
 	}
+	if r := b.get(t, "/jobs/"+dep+"?queue=default"); !strings.Contains(r.body, `data-dependent="default/`+id+`"`) {
+		t.Errorf("dependency's page does not list its dependent %s:\n%s", id, r.body)
+	}
 	ref, _, err := b.client.NewBatch(context.Background(), queue.BatchOptions{OnDeath: &queue.Callback{Type: "alert"}},
 		[]queue.BatchJob{{Type: "row"}, {Type: "row"}})
 	if err != nil {

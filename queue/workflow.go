@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -310,4 +311,23 @@ func parseAfter(v string) []JobRef {
 		}
 	}
 	return out
+}
+
+// Dependents returns the jobs enqueued after job (After or AfterJob naming it) while it
+// has not ended, whatever became of them since (one may have died of another
+// dependency); nil once it ended (its end resolved them) or when none was. One round
+// trip.
+func (c *Client) Dependents(ctx context.Context, job *Job) ([]JobRef, error) {
+	members, err := c.rdb.SMembers(ctx, c.queueKeys(job.Queue).dependents(job.ID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("dependents of %s: %w", job.ID, err)
+	}
+	var out []JobRef
+	for _, m := range members {
+		if q, id, ok := strings.Cut(m, "\t"); ok {
+			out = append(out, JobRef{Queue: q, ID: id})
+		}
+	}
+	slices.SortFunc(out, func(a, b JobRef) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
 }

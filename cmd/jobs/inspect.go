@@ -62,6 +62,15 @@ func inspectCommand(e *env) *cli.Command {
 					fmt.Fprintf(e.stdout, "after       %s (%s%s)\n", clean(d.JobRef.String(), false), wait, st)
 				}
 			}
+			if job.State != queue.StateDone && job.State != queue.StateDead {
+				dependents, err := client.Dependents(c.Context, job)
+				if err != nil {
+					return err
+				}
+				for _, d := range dependents {
+					fmt.Fprintf(e.stdout, "before      %s (depends on this job)\n", clean(d.String(), false))
+				}
+			}
 			if !job.Batch.IsZero() {
 				fmt.Fprintf(e.stdout, "batch       %s\n", clean(job.Batch.String(), false))
 			}
