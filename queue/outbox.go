@@ -28,42 +28,84 @@ func (c broker) ReapDeliver(ctx context.Context, queue string) (reaped, delivere
 	return reaped, delivered, err
 }
 
-// outboxBatch is how many outbox entries one delivery reads.
-const outboxBatch = 500
+// outboxPage is how many outbox entries one HSCAN asks for, and outboxPages how many
+// pages one delivery reads at most (the rest waits for the next: about a second later,
+// or at once on an idle worker's wake token).
+const (
+	outboxPage  = 1000
+	outboxPages = 10
+)
 
-// Deliver delivers up to outboxBatch entries of queue's outbox, in two round trips (one
-// pipelined resolve.lua per entry, then one HDEL of the delivered ones) after the read,
-// and returns how many it delivered. An entry whose delivery failed stays, for the next
-// call.
+// Deliver delivers the entries of queue's outbox (up to outboxPages pages of
+// outboxPage): the entries of one target and outcome (a batch's children, say) in one
+// resolve.lua call, every call pipelined in one round trip per page, then one HDEL of
+// the delivered entries. It returns how many it delivered. An entry whose delivery
+// failed stays, for the next call.
 func (c broker) Deliver(ctx context.Context, queue string) (int, error) {
 	qk := c.keys.queue(queue)
-	fields, _, err := c.rdb.HScan(ctx, qk.outbox, 0, "", outboxBatch).Result()
-	if err != nil {
-		return 0, fmt.Errorf("outbox of %s: %w", queue, err)
+	delivered := 0
+	var cursor uint64
+	for page := 0; page < outboxPages; page++ {
+		fields, next, err := c.rdb.HScan(ctx, qk.outbox, cursor, "", outboxPage).Result()
+		if err != nil {
+			return delivered, fmt.Errorf("outbox of %s: %w", queue, err)
+		}
+		n, err := c.deliverPage(ctx, qk, queue, fields)
+		delivered += n
+		if err != nil {
+			return delivered, err
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
 	}
-	var calls []*scriptCall
-	var names []string
+	return delivered, nil
+}
+
+// deliverPage delivers one HSCAN page of outbox entries (field, value, field, value...).
+func (c broker) deliverPage(ctx context.Context, qk queueKeys, queue string, fields []string) (int, error) {
+	type group struct {
+		kind    string
+		target  JobRef
+		outcome string
+		sources []JobRef
+		names   []string
+	}
+	var groups []*group
+	at := map[string]*group{}
 	for i := 0; i+1 < len(fields); i += 2 {
 		parts := strings.Split(fields[i], "\t")
 		if len(parts) != 4 || (parts[0] != "j" && parts[0] != "b") {
 			continue // not ours: left for an operator to see
 		}
-		calls = append(calls, c.resolveCall(parts[0], JobRef{Queue: parts[1], ID: parts[2]},
-			JobRef{Queue: queue, ID: parts[3]}, fields[i+1]))
-		names = append(names, fields[i])
+		key := parts[0] + "\t" + parts[1] + "\t" + parts[2] + "\t" + fields[i+1]
+		g := at[key]
+		if g == nil {
+			g = &group{kind: parts[0], target: JobRef{Queue: parts[1], ID: parts[2]}, outcome: fields[i+1]}
+			at[key] = g
+			groups = append(groups, g)
+		}
+		g.sources = append(g.sources, JobRef{Queue: queue, ID: parts[3]})
+		g.names = append(g.names, fields[i])
 	}
-	if len(calls) == 0 {
+	if len(groups) == 0 {
 		return 0, nil
+	}
+	calls := make([]*scriptCall, len(groups))
+	for k, g := range groups {
+		calls[k] = c.resolveCall(g.kind, g.target, g.outcome, g.sources...)
 	}
 	c.runScripts(ctx, nil, calls)
 	var done []string
 	var first error
+	failed := 0
 	for k, call := range calls {
 		if err := call.cmd.Err(); err != nil {
 			first = cmpOr(first, err)
+			failed += len(groups[k].names)
 			continue
 		}
-		done = append(done, names[k])
+		done = append(done, groups[k].names...)
 	}
 	if len(done) > 0 {
 		if err := c.rdb.HDel(ctx, qk.outbox, done...).Err(); err != nil {
@@ -71,7 +113,7 @@ func (c broker) Deliver(ctx context.Context, queue string) (int, error) {
 		}
 	}
 	if first != nil {
-		return len(done), fmt.Errorf("outbox of %s: %d of %d not delivered: %w", queue, len(calls)-len(done), len(calls), first)
+		return len(done), fmt.Errorf("outbox of %s: %d of %d not delivered: %w", queue, failed, failed+len(done), first)
 	}
 	return len(done), nil
 }

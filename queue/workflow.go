@@ -190,7 +190,7 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 		if state == "done" {
 			outcome = "done"
 		}
-		resolves = append(resolves, c.resolveCall("j", e.to, e.from, outcome))
+		resolves = append(resolves, c.resolveCall("j", e.to, outcome, e.from))
 		owners = append(owners, e.job)
 	}
 	if len(resolves) == 0 {
@@ -246,12 +246,15 @@ func (c *Client) unlinked(ctx context.Context, results []BatchResult, i int, err
 }
 
 // resolveCall is the resolve.lua call that tells target (a waiting job, kind "j", or a
-// batch, kind "b") in its own slot that source ended with outcome.
-func (c *Client) resolveCall(kind string, target, source JobRef, outcome string) *scriptCall {
+// batch, kind "b") in its own slot that sources ended with outcome.
+func (c *Client) resolveCall(kind string, target JobRef, outcome string, sources ...JobRef) *scriptCall {
 	qk := c.queueKeys(target.Queue)
-	return &scriptCall{script: scripts.Resolve, keys: []string{qk.events},
-		args: []any{qk.jobPrefix, kind, target.ID, source.member(), outcome, ms(c.cfg.DeadRetention),
-			c.cfg.DeadMax, c.eventsMax()}}
+	args := make([]any, 0, 7+len(sources))
+	args = append(args, qk.jobPrefix, kind, target.ID, outcome, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax())
+	for _, s := range sources {
+		args = append(args, s.member())
+	}
+	return &scriptCall{script: scripts.Resolve, keys: []string{qk.events}, args: args}
 }
 
 // Dependency is one dependency of a job and how it stands.

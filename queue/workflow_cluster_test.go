@@ -103,9 +103,8 @@ func TestOutboxDeliveryOutlivesATargetMasterDown(t *testing.T) {
 		t.Fatalf("batch = %+v, %v; want succeeded, its callback fired", st, err)
 	}
 	// The same resolutions delivered again (an entry whose HDEL was lost) change nothing.
-	for _, call := range []*scriptCall{c.resolveCall("j", JobRef{dst, d}, JobRef{src, dep}, "done"),
-		c.resolveCall("b", JobRef{dst, ref.ID}, JobRef{src, jobs[1].ID}, "done"),
-		c.resolveCall("b", JobRef{dst, ref.ID}, JobRef{src, jobs[0].ID}, "done")} {
+	for _, call := range []*scriptCall{c.resolveCall("j", JobRef{dst, d}, "done", JobRef{src, dep}),
+		c.resolveCall("b", JobRef{dst, ref.ID}, "done", JobRef{src, jobs[1].ID}, JobRef{src, jobs[0].ID})} {
 		c.runScripts(ctx, nil, []*scriptCall{call})
 		if err := call.cmd.Err(); err != nil {
 			t.Fatal(err)
