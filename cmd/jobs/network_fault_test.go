@@ -203,8 +203,11 @@ func TestLateAckIsRefused(t *testing.T) {
 	k := queueKeys{prefix, queue.DefaultQueue}
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: prefix})
 	pa := redistest.NewProxy(t, srv.Addr)
-	env := []string{"JOBS_TEST_COUNT_REDIS=" + srv.Addr, "JOBS_TEST_PREFIX=" + prefix, "JOBS_TEST_LEASE=1s",
-		"JOBS_TEST_WORK=2s", "JOBS_TEST_CONCURRENCY=1"}
+	// A 2s lease: B must renew its own for the whole 4s run while A's run ends late, and
+	// on a loaded machine a -race worker's renewals of a 1s lease were seen to fall behind
+	// (B lost the job to A's next claim: at-least-once, but not the case under test).
+	env := []string{"JOBS_TEST_COUNT_REDIS=" + srv.Addr, "JOBS_TEST_PREFIX=" + prefix, "JOBS_TEST_LEASE=2s",
+		"JOBS_TEST_WORK=4s", "JOBS_TEST_CONCURRENCY=1"}
 	a := startChild(t, "counting-worker", nil, append(env, "JOBS_TEST_REDIS="+pa.Addr(), "JOBS_TEST_ID=late-A")...)
 	id, err := client.Enqueue(ctx, "slow", nil)
 	if err != nil {
