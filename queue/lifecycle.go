@@ -118,6 +118,8 @@ func decodeLimited(v any) (proto.Limited, bool) {
 		lim.By = proto.LimitConcurrency
 	case 2:
 		lim.By = proto.LimitRate
+	case 3:
+		lim.By = proto.LimitKeys
 	}
 	return lim, true
 }

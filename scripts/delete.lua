@@ -19,12 +19,12 @@
 local sets = {scheduled = KEYS[1], retry = KEYS[2], dead = KEYS[4], done = KEYS[5]}
 local ready, prefix, id = KEYS[3], ARGV[1], ARGV[2]
 local key = prefix .. id
-local job = redis.call('HMGET', key, 'state', 'type', 'attempt')
+local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'limit_key')
 local state = job[1]
 if not state then return 'missing' end
 if state == 'active' then return 'not:active' end
 if state == 'ready' then
-  redis.call('LREM', ready, 0, id)
+  unready(ready, prefix, id, job[4])
 elseif sets[state] then
   redis.call('ZREM', sets[state], id)
 end

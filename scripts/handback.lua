@@ -46,7 +46,7 @@ local out, n, freed = {}, 0, 0
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
-  local job = redis.call('HMGET', key, 'lease', 'cancel', 'type', 'attempt', 'worker')
+  local job = redis.call('HMGET', key, 'lease', 'cancel', 'type', 'attempt', 'worker', 'limit_key')
   if not holds(job[1], ARGV[i + 1]) then
     local ended = ended_outcome(job[1], ARGV[i + 1])
     if ended == 'back' then
@@ -59,6 +59,10 @@ for i = 8, #ARGV, 2 do
   else
     redis.call('ZREM', active, id)
     freed = freed + 1
+    if job[6] then
+      now = now or now_ms()
+      key_freed(prefix, job[6], id, now, wakes)
+    end
     redis.call('HINCRBY', key, 'attempt', -1)
     if job[2] or delay > 0 then now = now or now_ms() end
     if job[2] then
@@ -78,7 +82,7 @@ for i = 8, #ARGV, 2 do
         redis.call('ZADD', scheduled, run_at, id)
       else
         redis.call('HSET', key, 'state', 'ready', 'lease', ended)
-        redis.call('RPUSH', ready, id)
+        push_ready(ready, prefix, id, job[6], true, now or now_ms())
       end
       -- The attempt in the event is the one given back (the hash's is one less now).
       if postpone then

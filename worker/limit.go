@@ -36,11 +36,11 @@ func (l *loop) limitMet(q *queueState, lim proto.Limited, sent time.Time) {
 	}
 }
 
-// woken ends a wait on the concurrency limit: a wake token came (a slot freed, or a job
+// woken ends a wait on the concurrency limit or the keys' limits: a wake token came (a slot freed, or a job
 // was made ready, which another worker's freed slot may now take), or the wait on wake
 // lists ended without one (a token may have been lost with a crashed worker).
 func (s *limitState) woken() {
-	if s.by == proto.LimitConcurrency {
+	if s.by == proto.LimitConcurrency || s.by == proto.LimitKeys {
 		s.until = time.Time{}
 	}
 }
@@ -56,10 +56,11 @@ func (l *loop) ackFrees() {
 	}
 }
 
-// waitsForSlot reports whether the queue waits on its concurrency limit: the loop's wait
-// then blocks on its wake list too, where a freed slot pushes a token.
+// waitsForSlot reports whether the queue waits on its concurrency limit, or on its keys'
+// limits: the loop's wait then blocks on its wake list too, where a freed slot (of the
+// queue, or of a key that held its jobs back) pushes a token.
 func (s *limitState) waitsForSlot(now time.Time) bool {
-	return s.by == proto.LimitConcurrency && now.Before(s.until)
+	return (s.by == proto.LimitConcurrency || s.by == proto.LimitKeys) && now.Before(s.until)
 }
 
 // limitChanged ends any wait on the named queue's limits: an operator changed them.

@@ -54,7 +54,7 @@ type Limited struct {
 	// could run) only into part of what is free.
 	Concurrency, Free int
 	// By is why the claim got fewer jobs than it asked for while jobs were left ready:
-	// LimitConcurrency or LimitRate; "" when no limit cut it.
+	// LimitConcurrency, LimitRate or LimitKeys; "" when no limit cut it.
 	By string
 	// Wait is, with By, how long until the next slot frees at the latest (the earliest
 	// lease deadline; a slot freed before wakes a waiting worker with a wake token) or
@@ -66,6 +66,10 @@ type Limited struct {
 const (
 	LimitConcurrency = "concurrency"
 	LimitRate        = "rate"
+	// LimitKeys: every limit key with jobs waits on its own limits, and no job without a
+	// key is ready. Wait is until the first key is due; a job of a key ending before
+	// brings its key forward with a wake token.
+	LimitKeys = "keys"
 )
 
 // CancelNotice says that an operator cancelled an active job (queue.Client.Cancel, `jobs
