@@ -24,7 +24,7 @@ func enqueueCommand(e *env) *cli.Command {
 			"   jobs enqueue --unique-for 1h digest '{\"user\":7}'  # exits 3 and prints the first ID within the hour\n" +
 			"   jobs enqueue --file jobs.jsonl   # one JSON object per line, in batches of 1000:\n" +
 			"     {\"type\":\"email\",\"payload\":{\"to\":\"ann\"},\"queue\":\"mail\",\"delay\":\"5m\",\"at\":\"...\",\"id\":\"...\",\n" +
-			"      \"max_retry\":3,\"timeout\":\"1m\",\"unique_for\":\"1h\",\"unique_key\":\"...\",\"exclusive_key\":\"...\"}",
+			"      \"max_retry\":3,\"timeout\":\"1m\",\"unique_for\":\"1h\",\"unique_key\":\"...\",\"exclusive_key\":\"...\",\"limit_key\":\"...\"}",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Value: queue.DefaultQueue, Usage: "queue to put the job on"},
 			&cli.DurationFlag{Name: "delay", Usage: "run after this long (e.g. 30s, 5m)"},
@@ -38,6 +38,7 @@ func enqueueCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "unique-until-expiry", Usage: "with --unique-for: keep the key for the whole duration, even after the job finishes"},
 			&cli.BoolFlag{Name: "exclusive", Usage: "never run two jobs with the same exclusive key at once (key: the job type)"},
 			&cli.StringFlag{Name: "exclusive-key", Usage: "the exclusive key (implies --exclusive)"},
+			&cli.StringFlag{Name: "limit-key", Usage: "obey the queue's per-key limits under limit key `K` (jobs limit set --key-concurrency...)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.IsSet("file") {
@@ -88,6 +89,9 @@ func enqueueCommand(e *env) *cli.Command {
 			}
 			if c.Bool("exclusive") || c.IsSet("exclusive-key") {
 				opts = append(opts, queue.Exclusive(c.String("exclusive-key")))
+			}
+			if c.IsSet("limit-key") {
+				opts = append(opts, queue.LimitKey(c.String("limit-key")))
 			}
 			client, err := connect(c)
 			if err != nil {

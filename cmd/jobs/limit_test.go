@@ -74,7 +74,16 @@ func TestLimitCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"limit", "set", "q"}, "needs --concurrency, --rate or both"},
+		{[]string{"limit", "set", "q"}, "needs --concurrency, --rate, --key-concurrency or --key-rate"},
+		{[]string{"limit", "set", "q", "--key-concurrency", "0"}, "--key-concurrency must be a positive integer"},
+		{[]string{"limit", "set", "q", "--key-rate", "5"}, "--key-rate: "},
+		{[]string{"limit", "set", "q", "--key-burst", "2"}, "--key-burst needs --key-rate"},
+		{[]string{"limit", "set", "q", "--key", "k"}, "needs --concurrency"},
+		{[]string{"limit", "set", "q", "--key", "k", "--concurrency", "2", "--key-concurrency", "1"}, "--key sets key limits only"},
+		{[]string{"limit", "set", "q", "--key", "", "--key-concurrency", "1"}, "limit key is empty"},
+		{[]string{"limit", "rm", "q", "--key", "k", "--rate"}, "give it alone"},
+		{[]string{"enqueue", "--limit-key", "", "t"}, "limit key is empty"},
+		{[]string{"enqueue", "--limit-key", "a\tb", "t"}, "limit key"},
 		{[]string{"limit", "set", "q", "--concurrency", "0"}, "--concurrency must be a positive integer, got 0"},
 		{[]string{"limit", "set", "q", "--concurrency", "-3"}, "--concurrency must be a positive integer, got -3"},
 		{[]string{"limit", "set", "q", "--concurrency", "many"}, "many"},
@@ -92,5 +101,64 @@ func TestLimitCommands(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 			t.Errorf("jobs %v = %+v, want exit 2 and one line saying %q", tc.args, r, tc.want)
 		}
+	}
+}
+
+// Per-key limits from the CLI: jobs enqueue --limit-key (and limit_key in --file), jobs
+// limit set --key-concurrency with and without --key, listed by jobs limit ls (text and
+// JSON), removed by jobs limit rm --key and --keys.
+func TestLimitKeyCommands(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, args := range [][]string{
+		{"limit", "set", "mail", "--key-concurrency", "1", "--key-rate", "10/m", "--key-burst", "2"},
+		{"limit", "set", "mail", "--key-concurrency", "3", "--key", "big", "--key", "bigger"},
+		{"enqueue", "--queue", "mail", "--limit-key", "big", "send"},
+	} {
+		if r := jobs(t, p, "", args...); r.code != 0 || r.stderr != "" {
+			t.Fatalf("jobs %v = %+v, want exit 0", args, r)
+		}
+	}
+	file := `{"type":"send","queue":"mail","limit_key":"small"}` + "\n" + `{"type":"send","queue":"mail"}` + "\n"
+	if r := jobs(t, p, file, "enqueue", "--file", "-"); r.code != 0 {
+		t.Fatalf("enqueue --file with limit_key = %+v", r)
+	}
+	r := jobs(t, p, "", "limit", "ls", "--json")
+	var rows []limitRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 1 {
+		t.Fatalf("limit ls --json = %+v (%v), want one queue", r, err)
+	}
+	q := rows[0]
+	if q.KeyConcurrency != 1 || q.KeyRate != 10 || q.KeyPeriodMS != 60000 || q.KeyBurst != 2 || q.KeysWaiting != 2 {
+		t.Errorf("limit ls --json = %+v, want key concurrency 1, key rate 10/60000ms burst 2, 2 keys waiting", q)
+	}
+	keys := map[string]keyRow{}
+	for _, k := range q.Keys {
+		keys[k.Key] = k
+	}
+	if k := keys["big"]; !k.Own || k.Concurrency != 3 || !k.Ready || k.Due == nil {
+		t.Errorf("key big = %+v, want its own concurrency 3, a job ready and due", k)
+	}
+	if k := keys["small"]; k.Own || k.Concurrency != 1 || k.Rate != 10 || !k.Ready {
+		t.Errorf("key small = %+v, want the default, a job ready", k)
+	}
+	if _, ok := keys["bigger"]; !ok {
+		t.Errorf("keys = %+v, want bigger (its own limits, no job)", q.Keys)
+	}
+	out := jobs(t, p, "", "limit", "ls").stdout
+	for _, want := range []string{"QUEUE  KEY     CONCURRENCY  RATE     BURST  RUNNING  DUE", "mail   *       1            10/1m0s  2", "mail   big     3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("limit ls = %q, want %q", out, want)
+		}
+	}
+	if r := jobs(t, p, "", "limit", "rm", "mail", "--key", "big"); r.code != 0 {
+		t.Fatalf("limit rm --key = %+v", r)
+	}
+	if r := jobs(t, p, "", "limit", "rm", "mail", "--keys"); r.code != 0 {
+		t.Fatalf("limit rm --keys = %+v", r)
+	}
+	json.Unmarshal([]byte(jobs(t, p, "", "limit", "ls", "--json").stdout), &rows)
+	if len(rows) != 1 || rows[0].KeyConcurrency != 0 || len(rows[0].Keys) != 2 || rows[0].Keys[0].Own || rows[0].Keys[1].Own {
+		t.Errorf("limit ls --json after rm = %+v, want no key limits left, the two keys still waiting", rows)
 	}
 }
