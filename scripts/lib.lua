@@ -200,6 +200,7 @@ end
 --   base..'kactive:'..K  ZSET  job ID -> lease deadline (ms): K's leases, which its
 --                              concurrency counts (unexpired ones only)
 --   base..'ktat:'..K     STRING K's GCRA tat (us), expiring when it is due (no garbage)
+--   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua)
 --   base..'keys'         ZSET  K -> when (us) K may run next: keys with ready jobs only.
 --                              Claims take the due keys oldest first, and put a served key
 --                              back at now (behind the others: round-robin), a key held
@@ -278,6 +279,11 @@ local function pop_keyed(limit, base, due, want, now, now_us, ids, keyof)
     local sp = key_spec(specs[i + 1]) or key_spec(specs[1])
     local r = {key = k, list = base .. 'kready:' .. k, act = base .. 'kactive:' .. k, sp = sp, ids = {}}
     local room = math.ceil(left / (#due - i + 1))
+    -- A key a handler paused (handback.lua) waits out the pause whatever its limits.
+    local pause = redis.call('PTTL', base .. 'kpause:' .. k)
+    if pause > 0 then
+      room, r.paused = 0, now_us + pause * 1000
+    end
     if sp and sp.conc > 0 then
       r.free = sp.conc - redis.call('ZCOUNT', r.act, '(' .. now, '+inf')
       room = math.min(room, math.max(r.free, 0))
@@ -324,6 +330,7 @@ local function key_claimed(ring, recs, deadline, now, now_us)
     if redis.call('LLEN', r.list) == 0 then
       redis.call('ZREM', ring, r.key)
     else
+      if r.paused then at = r.paused end
       if r.free and r.free - m <= 0 then
         local first = redis.call('ZRANGEBYSCORE', r.act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
         if first[2] then at = math.max(at, (tonumber(first[2]) + 1) * 1000) end

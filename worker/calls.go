@@ -445,10 +445,17 @@ func (l *loop) settleFailure(r *run, o outcome) {
 	switch {
 	case pp != nil || errors.As(o.err, &pp):
 		l.settleCall(r, func(ctx context.Context) (string, error) {
+			if pp.pauseKey {
+				return "", l.w.broker.PauseKey(ctx, r.job, pp.after, pp.reason)
+			}
 			return "", l.w.broker.Postpone(ctx, r.job, pp.after, pp.reason)
 		}, func(_ string, err error) {
+			l.releaseKey(r)
 			switch {
 			case err != nil:
+			case pp.pauseKey:
+				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job's limit key paused",
+					slog.String("limit_key", r.job.LimitKey), slog.Duration("for", pp.after))
 			case pp.snooze:
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job snoozed",
 					slog.Duration("retry_in", pp.after))

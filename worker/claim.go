@@ -138,6 +138,7 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 			// worker may take it over before it could end here. (Or this worker is to
 			// run nothing new.)
 			back = append(back, r)
+		case l.heldForPause(r):
 		case len(l.idle) > 0:
 			s := l.idle[len(l.idle)-1]
 			l.idle = l.idle[:len(l.idle)-1]

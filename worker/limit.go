@@ -10,6 +10,7 @@ package worker
 // channel, and ends every such wait at once.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/proto"
@@ -83,4 +84,71 @@ func (l *loop) capShares() {
 			q.share = min(q.share, free+q.limit.free/2)
 		}
 	}
+}
+
+// holdKey takes out of the buffer the runs of r's queue and limit key: r's handler paused
+// the key (PauseKey), and they were claimed ahead before the pause began; run here, they
+// would start during it. They are handed back once the pause is in Redis (releaseKey):
+// handed back before, a claim could take them again before the pause.
+func (l *loop) holdKey(r *run) {
+	if r.job.LimitKey == "" {
+		return
+	}
+	if l.keyPausing == nil {
+		l.keyPausing = map[string]*run{}
+	}
+	l.keyPausing[r.job.Queue+"\x00"+r.job.LimitKey] = r
+	var out []*run
+	keep := l.buffer[:0]
+	for _, b := range l.buffer {
+		if b.job.Queue == r.job.Queue && b.job.LimitKey == r.job.LimitKey {
+			out = append(out, b)
+			continue
+		}
+		keep = append(keep, b)
+	}
+	clear(l.buffer[len(keep):])
+	l.buffer = keep
+	for _, b := range out {
+		l.holdForPause(r, b)
+	}
+}
+
+// holdForPause holds b until r's pause call ends (releaseKey).
+func (l *loop) holdForPause(r, b *run) {
+	if l.keyHeld == nil {
+		l.keyHeld = map[*run][]*run{}
+	}
+	l.keyHeld[r] = append(l.keyHeld[r], b)
+}
+
+// heldForPause holds a run just claimed if a handler here is pausing its limit key now:
+// the claim ran in Redis before the pause did.
+func (l *loop) heldForPause(b *run) bool {
+	if b.job.LimitKey == "" || len(l.keyPausing) == 0 {
+		return false
+	}
+	r := l.keyPausing[b.job.Queue+"\x00"+b.job.LimitKey]
+	if r == nil {
+		return false
+	}
+	l.holdForPause(r, b)
+	return true
+}
+
+// releaseKey hands back the runs holdKey held for r, now that r's pause call ended.
+func (l *loop) releaseKey(r *run) {
+	if k := r.job.Queue + "\x00" + r.job.LimitKey; l.keyPausing[k] == r {
+		delete(l.keyPausing, k)
+	}
+	if held := l.keyHeld[r]; held != nil {
+		delete(l.keyHeld, r)
+		l.handBack(held)
+	}
+}
+
+// pausesKey reports whether a handler's error pauses its job's limit key (PauseKey).
+func pausesKey(err error) bool {
+	var p *postpone
+	return errors.As(err, &p) && p.pauseKey
 }
