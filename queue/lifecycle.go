@@ -77,21 +77,28 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limite
 		return nil, lim, nil
 	}
 	started := time.UnixMicro(now)
+	lim.Now = started
 	jobs := make([]*Job, 0, len(res)-2)
 	for _, r := range res[2:] {
 		flat, ok := r.([]any)
-		if !ok || len(flat) < 3 {
+		if !ok || len(flat) < 4 {
 			return nil, proto.Limited{}, bad
 		}
-		tail := flat[len(flat)-3:]
+		tail := flat[len(flat)-4:]
 		id, ok1 := tail[0].(string)
 		attempt, ok2 := tail[1].(int64)
 		k, ok3 := tail[2].(int64)
-		if !ok1 || !ok2 || !ok3 {
+		start, ok4 := tail[3].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return nil, proto.Limited{}, bad
 		}
-		j := decodeFlat(queue, id, flat[:len(flat)-3])
+		j := decodeFlat(queue, id, flat[:len(flat)-4])
 		j.State, j.Attempt, j.StartedAt, j.Worker = StateActive, int(attempt), started, worker
+		if start > now {
+			// A rate's token reserved ahead: the job starts at its instant (rate_ahead in
+			// lib.lua); the worker holds it until then.
+			j.StartedAt = time.UnixMicro(start)
+		}
 		j.Lease = token + ":" + strconv.FormatInt(k, 10)
 		jobs = append(jobs, j)
 	}

@@ -20,10 +20,12 @@
 --                               call's events (<= 0: none written). The first write is the
 --                               RPOP, so the events go through on a full Redis whenever the
 --                               claim does.
--- Returns  {now_us, limit, job, job, ...}: now_us is Redis TIME in microseconds, the jobs' start
---          (their hash's started_at is the same instant in ms); each job is its hash as a
---          flat field/value array (HGETALL, read before this claim's writes) followed by
---          its ID, its attempt (this run's) and k. The claim also set state = active and
+-- Returns  {now_us, limit, job, job, ...}: now_us is Redis TIME in microseconds; each job
+--          is its hash as a flat field/value array (HGETALL, read before this claim's
+--          writes) followed by its ID, its attempt (this run's), k and its start in us:
+--          now_us, or on a queue with a rate its token's instant, up to 20ms later (the
+--          worker holds the job until then; see rate_ahead in lib.lua). Its hash's
+--          started_at is the start in ms. The claim also set state = active and
 --          worker. limit is {concurrency, why, wait_us, free} (limit_reply in lib.lua): the
 --          queue's concurrency limit (0: none) and the slots this claim left free; and,
 --          when a limit cut this claim short with jobs left in ready, why (1 concurrency,

@@ -427,6 +427,19 @@ local function ack_jobs(k, now, argv, from)
   return out
 end
 
+-- rate_ahead is how far ahead (us) a claim may take a rate's next tokens: a job whose
+-- token is due within it is claimed now and starts at its token's instant (the worker
+-- holds it until then), instead of the claim coming back when the token is due. A claim
+-- that reached Redis after its token was due started the job late, and GCRA counts the
+-- next token from that start: at 1,000/s about a third of the rate was lost that way.
+-- Claimed ahead, the starts are the tokens' instants exactly, so the rate is delivered
+-- in full and the bound (at most rate + burst - 1 starts in any period) holds for them.
+-- 20ms: more than a round trip and a loaded worker's timer lateness, little enough for a
+-- slot to wait.
+local function rate_ahead()
+  return 20000
+end
+
 -- limit_room is how many of the n jobs a claim asked for the queue's limits let it take now.
 -- limit is the queue's limits HASH (jobs:{q}:limit: concurrency, rate, period_ms, burst,
 -- tat; see limit.lua), active its lease ZSET; now in ms and us (the same TIME). Returns g:
@@ -452,10 +465,20 @@ local function limit_room(limit, active, n, now, now_us)
     g.tau = math.ceil(tonumber(l[3]) * 1000 / rate)
     g.burst = tonumber(l[4]) or 1
     g.base = math.max(tonumber(l[5]) or 0, now_us)
-    local tokens = math.floor((now_us + g.burst * g.tau - g.base) / g.tau)
+    -- Tokens due within rate_ahead(): reserved now, each job started at its token's
+    -- instant (claim_jobs), so a worker that claims a little early loses no time.
+    local tokens = math.floor((now_us + rate_ahead() + g.burst * g.tau - g.base) / g.tau)
     if tokens < g.n then g.n, g.why = math.max(tokens, 0), 2 end
   end
   return g
+end
+
+-- rate_start is when the m-th job (1-based) a claim took under the queue's rate starts
+-- (us): its token's instant, base + (m - burst) * tau, or now when that has passed. Now
+-- without a rate.
+local function rate_start(g, m, now_us)
+  if not g.tau then return now_us end
+  return math.max(g.base + (m - g.burst) * g.tau, now_us)
 end
 
 -- limit_take spends m rate tokens (g from limit_room; nothing without a rate): tat moves
@@ -488,7 +511,8 @@ local function limit_reply(g, ready, active, ring, m, now, now_us)
     return {g.conc, 0, 0, free}
   end
   if g.why == 2 then
-    return {g.conc, 2, math.max(g.base + m * g.tau - (g.burst - 1) * g.tau - now_us, 1), free}
+    -- The next claim may come rate_ahead before the next token is due.
+    return {g.conc, 2, math.max(g.base + m * g.tau - (g.burst - 1) * g.tau - rate_ahead() - now_us, 1), free}
   end
   local first = redis.call('ZRANGEBYSCORE', active, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local wait = 1000
@@ -506,8 +530,9 @@ end
 -- to ready, and either takes what the other leaves. A queue without keyed jobs pays one
 -- ZRANGEBYSCORE of a missing key.
 -- Returns the claimed jobs, one array per job: the job's hash as a flat field/value array
--- (HGETALL, read before this claim's writes) followed by three values: its ID, its new
--- attempt, k; and the limit part of the reply (limit_reply). Nothing while the queue is
+-- (HGETALL, read before this claim's writes) followed by four values: its ID, its new
+-- attempt, k, and its start (us: now, or under a rate its token's instant, at most
+-- rate_ahead from now: the worker starts it then; started_at is the same in ms); and the limit part of the reply (limit_reply). Nothing while the queue is
 -- paused. The claim also sets state, started_at (now) and worker, which the caller knows.
 -- Each claimed job gets a 'started' event in the call's events buffer ev (see event_buf;
 -- the caller writes it, after the RPOPs: the first writes). The rates' tokens are taken
@@ -561,12 +586,14 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- say from a command resent after a lost reply): running it would run the job twice,
     -- or take a done job back to active.
     if state == 'ready' then
-      redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', now,
+      local start = rate_start(g, #out + 1, now_us)
+      redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', math.floor(start / 1000),
         'worker', worker, 'lease', token .. ':' .. k)
       event(ev, 'started', id, typ, attempt, worker, '')
       job[#job + 1] = id
       job[#job + 1] = attempt
       job[#job + 1] = k
+      job[#job + 1] = start
       out[#out + 1] = job
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id

@@ -103,7 +103,7 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 			l.limitMet(q, lim, sent)
 		}
 	}
-	q.replies[seq] = claimReply{jobs: jobs, sent: sent}
+	q.replies[seq] = claimReply{jobs: jobs, sent: sent, got: now, redis: lim.Now}
 	l.held += len(jobs)
 	l.placeHeld(q, now)
 }

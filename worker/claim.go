@@ -124,7 +124,11 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 		delete(q.replies, q.placed+1)
 		q.placed++
 		for _, j := range rep.jobs {
-			got = append(got, &run{job: j, q: q, state: claimed, renewed: rep.sent, claimed: rep.sent, index: -1})
+			r := &run{job: j, q: q, state: claimed, renewed: rep.sent, claimed: rep.sent, index: -1}
+			if j.StartedAt.After(rep.redis) && !rep.redis.IsZero() {
+				r.notBefore = rep.got.Add(j.StartedAt.Sub(rep.redis))
+			}
+			got = append(got, r)
 		}
 	}
 	l.held -= len(got)

@@ -90,14 +90,16 @@ func (l *loop) capShares() {
 // the key (PauseKey), and they were claimed ahead before the pause began; run here, they
 // would start during it. They are handed back once the pause is in Redis (releaseKey):
 // handed back before, a claim could take them again before the pause.
-func (l *loop) holdKey(r *run) {
+func (l *loop) holdKey(r *run, err error) {
 	if r.job.LimitKey == "" {
 		return
 	}
+	var pp *postpone
+	errors.As(err, &pp)
 	if l.keyPausing == nil {
-		l.keyPausing = map[string]*run{}
+		l.keyPausing = map[string]keyPause{}
 	}
-	l.keyPausing[r.job.Queue+"\x00"+r.job.LimitKey] = r
+	l.keyPausing[r.job.Queue+"\x00"+r.job.LimitKey] = keyPause{r: r, until: time.Now().Add(pp.after)}
 	var out []*run
 	keep := l.buffer[:0]
 	for _, b := range l.buffer {
@@ -124,22 +126,39 @@ func (l *loop) holdForPause(r, b *run) {
 
 // heldForPause holds a run just claimed if a handler here is pausing its limit key now:
 // the claim ran in Redis before the pause did.
+// Until the pause ends (by this worker's clock): a claim sent before the pause reached
+// Redis may reply after the pause call did.
 func (l *loop) heldForPause(b *run) bool {
 	if b.job.LimitKey == "" || len(l.keyPausing) == 0 {
 		return false
 	}
-	r := l.keyPausing[b.job.Queue+"\x00"+b.job.LimitKey]
-	if r == nil {
+	k := b.job.Queue + "\x00" + b.job.LimitKey
+	p, ok := l.keyPausing[k]
+	switch {
+	case !ok:
 		return false
+	case !time.Now().Before(p.until):
+		delete(l.keyPausing, k)
+		return false
+	case p.r != nil:
+		l.holdForPause(p.r, b)
+	default:
+		l.handBack([]*run{b})
 	}
-	l.holdForPause(r, b)
 	return true
+}
+
+// keyPause is a pause of a limit key a handler here asked for: r is the paused run while
+// its call is in flight (nil after), until when the pause ends.
+type keyPause struct {
+	r     *run
+	until time.Time
 }
 
 // releaseKey hands back the runs holdKey held for r, now that r's pause call ended.
 func (l *loop) releaseKey(r *run) {
-	if k := r.job.Queue + "\x00" + r.job.LimitKey; l.keyPausing[k] == r {
-		delete(l.keyPausing, k)
+	if k := r.job.Queue + "\x00" + r.job.LimitKey; l.keyPausing[k].r == r {
+		l.keyPausing[k] = keyPause{until: l.keyPausing[k].until}
 	}
 	if held := l.keyHeld[r]; held != nil {
 		delete(l.keyHeld, r)

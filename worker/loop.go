@@ -50,7 +50,7 @@ type loop struct {
 	keyHeld map[*run][]*run
 	// keyPausing: the run whose handler pauses its queue's limit key, by queue and key,
 	// while its pause call is in flight: jobs of the key claimed meanwhile are held too.
-	keyPausing map[string]*run
+	keyPausing map[string]keyPause
 	oldest     time.Time // no buffered run was renewed before this
 	slots      map[*slot]struct{}
 	idle       []*slot
@@ -119,6 +119,9 @@ type queueState struct {
 type claimReply struct {
 	jobs []*queue.Job
 	sent time.Time
+	// got is when the reply came, redis Redis's time when the claim ran: a job whose
+	// StartedAt is after redis starts StartedAt - redis after got (see run.notBefore).
+	got, redis time.Time
 }
 
 // wakeup is the outcome of one wait.
@@ -359,7 +362,7 @@ func (l *loop) finish(res result, now time.Time) {
 		s = l.newSlot()
 	}
 	if pausesKey(o.err) {
-		l.holdKey(r) // before the slot takes the next buffered job
+		l.holdKey(r, o.err) // before the slot takes the next buffered job
 	}
 	l.refill(s, now)
 	if l.closeProgress(r, o) {

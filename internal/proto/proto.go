@@ -60,6 +60,10 @@ type Limited struct {
 	// lease deadline; a slot freed before wakes a waiting worker with a wake token) or
 	// the next rate token is due (exactly).
 	Wait time.Duration
+	// Now is Redis's time when the claim ran: a job whose StartedAt is after it was
+	// claimed ahead under a rate, and starts StartedAt - Now after the reply came (its
+	// token's instant, never before).
+	Now time.Time
 }
 
 // Why a claim was cut short (Limited.By).
