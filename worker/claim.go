@@ -62,7 +62,10 @@ func (l *loop) exchange(now time.Time) {
 		// Claim in batches: while a claim is in flight, wait until half the room is free
 		// before sending another, so each call claims many jobs (Redis's cost per call is
 		// mostly fixed) and the two calls in flight alternate.
-		if l.reserved > 0 && want < (l.cfg.Concurrency+l.aheadNow())/2 {
+		// Not when a finished job holds a slot of a queue's concurrency limit: its ack
+		// frees the slot and the same call takes it again, rather than the slot standing
+		// empty for a round trip or two (a waiting worker woken, then claiming).
+		if l.reserved > 0 && want < (l.cfg.Concurrency+l.aheadNow())/2 && !l.limitedAcks() {
 			want = 0
 		}
 	}
@@ -91,7 +94,9 @@ func (l *loop) exchange(now time.Time) {
 	for _, q := range l.queues {
 		// Acks ride with claims; alone, they go when nothing is in flight on the queue
 		// (the reply of what is in flight sends them at once), or when stopping.
-		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || l.stopping && q.inflight < 2)
+		// On a queue with a concurrency limit, acks go at once: each holds a slot of the
+		// limit until it reaches Redis.
+		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || (l.stopping || q.limit.conc > 0) && q.inflight < 2)
 		if q.inflight < 2 && !now.Before(q.retryAt) && (q.share > 0 || acksAlone) {
 			l.sendExchange(q, q.share, now)
 		}

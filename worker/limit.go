@@ -171,3 +171,14 @@ func pausesKey(err error) bool {
 	var p *postpone
 	return errors.As(err, &p) && p.pauseKey
 }
+
+// limitedAcks reports whether a queue with a concurrency limit has acks waiting: their
+// jobs are done, yet hold slots of the limit until the acks reach Redis.
+func (l *loop) limitedAcks() bool {
+	for _, q := range l.queues {
+		if q.limit.conc > 0 && len(q.acks) > 0 {
+			return true
+		}
+	}
+	return false
+}
