@@ -10,7 +10,7 @@
 // (run.go: claimed, buffered, running, settling, abandoned), the claim-ahead buffer,
 // pending acks, lease deadlines and per-queue schedules. Slots are goroutines that only
 // run handlers and report outcomes; every Redis call runs on a goroutine of its own and
-// reports back to the loop (calls.go), so no call, however slow, holds the loop, the
+// reports back to the loop (calls.go; settle.go for outcomes), so no call, however slow, holds the loop, the
 // other queues or the watchdogs. A queue whose calls fail (its cluster master is down)
 // backs off alone. A call that records an outcome (fail, hand back, postpone) is retried
 // with backoff while the job's lease holds; if it never gets through, the lease expires
