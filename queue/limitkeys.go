@@ -1,9 +1,13 @@
 package queue
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jobs-dev/jobs/scripts"
 )
 
 // Per-key limits: what `jobs limit ls` shows of a queue's limit keys (see [LimitKey]).
@@ -78,4 +82,43 @@ func decodeKeyStatus(q LimitStatus, x any) (KeyStatus, bool) {
 		k.Ready, k.Due = true, time.UnixMicro(max(n[3], nowMs*1000))
 	}
 	return k, true
+}
+
+// KeyLimits is Limits for one queue, with the limit keys given reported among its Keys
+// (limited or not, waiting or not).
+func (c *Client) KeyLimits(ctx context.Context, queue string, keys ...string) (LimitStatus, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return LimitStatus{}, err
+	}
+	qk := c.keys.queue(queue)
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	v, err := c.run(ctx, scripts.Limits, []string{qk.limit, qk.active}, args...).Slice()
+	if err != nil {
+		return LimitStatus{}, fmt.Errorf("limits of %s: %w", queue, err)
+	}
+	s, ok := decodeLimitStatus(queue, v)
+	if !ok {
+		return LimitStatus{}, fmt.Errorf("limits of %s: %w", queue, errBadReply)
+	}
+	return s, nil
+}
+
+// Waiting says which of its limits holds the key's ready jobs back now ("" when none):
+// "key concurrency" while Running has reached it, "key rate" while no token is left, or
+// "key pause" while a handler's pause (worker.PauseKey) lasts. Until is then when the
+// claims serve the key next at the latest.
+func (k KeyStatus) Waiting(at time.Time) (why string, until time.Time) {
+	if !k.Ready || !k.Due.After(at) {
+		return "", time.Time{}
+	}
+	switch {
+	case k.KeyConcurrency > 0 && k.Running >= k.KeyConcurrency:
+		return "key concurrency", k.Due
+	case !k.NextToken.IsZero():
+		return "key rate", k.Due
+	}
+	return "key pause", k.Due
 }

@@ -8,15 +8,15 @@
 -- Keys     named from KEYS[2]'s ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
 --          (ZSET, the ring of keys with ready jobs), and of each key K reported,
 --          jobs:{q}:kactive:K (ZSET) and jobs:{q}:ktat:K (STRING)
--- ARGV[]   none
+-- ARGV[]   limit keys to report besides those below (a job's key, for `jobs inspect`)
 -- Returns  {now_ms, concurrency, rate, period_ms, burst, tat_us, running, first_deadline_ms,
 --          key_default, keys_waiting, key, key...}: a missing limit or tat is 0; running
 --          counts the unexpired leases (what the concurrency limit counts);
 --          first_deadline_ms is the earliest unexpired lease deadline (0: none).
 --          key_default is the default limits of every key ("concurrency rate period_ms
 --          burst", "" for none); keys_waiting how many keys have jobs ready. Then one
---          array per key reported -- the keys with their own limits (at most 100) and the
---          first 20 keys of the ring, in ring order -- each {K, own_limits ("" for none),
+--          array per key reported -- the keys with their own limits (at most 100), the
+--          keys of ARGV, and the first 20 keys of the ring, in ring order -- each {K, own_limits ("" for none),
 --          running, first_deadline_ms, tat_us, due_us (when the ring lets it run next;
 --          -1: no job ready)}.
 -- Clock    Redis TIME.
@@ -37,6 +37,12 @@ for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
     seen[k] = true
     order[#order + 1] = k
     own[k] = redis.call('HGET', KEYS[1], f)
+  end
+end
+for _, k in ipairs(ARGV) do
+  if not seen[k] then
+    seen[k] = true
+    order[#order + 1] = k
   end
 end
 for _, k in ipairs(redis.call('ZRANGE', ring, 0, 19)) do

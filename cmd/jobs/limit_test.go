@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,55 @@ func TestLimitKeyCommands(t *testing.T) {
 	json.Unmarshal([]byte(jobs(t, p, "", "limit", "ls", "--json").stdout), &rows)
 	if len(rows) != 1 || rows[0].KeyConcurrency != 0 || len(rows[0].Keys) != 2 || rows[0].Keys[0].Own || rows[0].Keys[1].Own {
 		t.Errorf("limit ls --json after rm = %+v, want no key limits left, the two keys still waiting", rows)
+	}
+}
+
+// jobs inspect says when a ready job waits on a limit, and until when: its queue's, or
+// its limit key's; --json as waiting_on and waiting_until.
+func TestInspectWaitingOnLimit(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	ctx := context.Background()
+	client, err := queue.NewClient(redistest.Shared(t).Client(t), queue.Config{Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetLimit(ctx, "q", queue.Limit{KeyConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.EnqueueBatch(ctx, []queue.BatchJob{
+		{Type: "t", Options: []queue.Option{queue.On("q"), queue.LimitKey("cust-1")}},
+		{Type: "t", Options: []queue.Option{queue.On("q"), queue.LimitKey("cust-1")}},
+		{Type: "t", Options: []queue.Option{queue.On("q")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := broker.Of(client).Claim(ctx, "q", 1, time.Minute, "w"); err != nil || len(got) != 1 {
+		t.Fatalf("Claim() = %d jobs, %v", len(got), err)
+	}
+	// The claim of one took the first job of "cust-1" or the unkeyed one (keyed and
+	// unkeyed jobs take turns): then the next claim takes the first of "cust-1".
+	waiting := res[1].ID
+	if j, _ := client.Get(ctx, "q", res[0].ID); j.State == queue.StateReady {
+		if got, err := broker.Of(client).Claim(ctx, "q", 5, time.Minute, "w"); err != nil || len(got) != 1 || got[0].ID != res[0].ID {
+			t.Fatalf("second Claim() = %d jobs, %v; want the first of cust-1", len(got), err)
+		}
+	}
+	r := jobs(t, p, "", "inspect", "--json", waiting)
+	var v map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("inspect --json = %+v: %v", r, err)
+	}
+	until, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(v["waiting_until"]))
+	if v["waiting_on"] != "key concurrency" || v["limit_key"] != "cust-1" || time.Until(until) < 50*time.Second {
+		t.Errorf("inspect --json of a job its key's concurrency holds back = %s; want waiting_on key concurrency, "+
+			"limit_key, waiting_until about the lease (1m) away", r.stdout)
+	}
+	if r := jobs(t, p, "", "inspect", waiting); !strings.Contains(r.stdout, `waiting on  its limit key "cust-1" (key concurrency, 1 running) until `) {
+		t.Errorf("inspect = %s, want it to say the key's concurrency holds it back", r.stdout)
+	}
+	if r := jobs(t, p, "", "inspect", "--json", res[2].ID); r.code != 0 || strings.Contains(r.stdout, "waiting_on") {
+		t.Errorf("inspect --json of a job nothing holds back = %s, want no waiting_on", r.stdout)
 	}
 }
