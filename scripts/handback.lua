@@ -24,8 +24,8 @@
 --                               limit key K pauses K for delay_ms instead: the job goes
 --                               back to the head of K's list (jobs:{q}:kready:K, claimed
 --                               first when K runs again), K to jobs:{q}:keys at now+delay,
---                               and jobs:{q}:kpause:K (STRING, PX delay_ms) keeps every
---                               claim from serving K until then (pop_keyed); "": a plain
+--                               and jobs:{q}:kpause:K (STRING, PX delay_ms) keeps a job of
+--                               K ending from bringing K forward (key_freed); "": a plain
 --                               hand back
 -- ARGV[6]  reason               stored as last_error when not empty (postpone only)
 -- ARGV[7]  events_max           the events stream keeps about this many entries, each one

@@ -200,7 +200,8 @@ end
 --   base..'kactive:'..K  ZSET  job ID -> lease deadline (ms): K's leases, which its
 --                              concurrency counts (unexpired ones only)
 --   base..'ktat:'..K     STRING K's GCRA tat (us), expiring when it is due (no garbage)
---   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua)
+--   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua,
+--                              which scores K at the pause's end; key_freed leaves it there)
 --   base..'keys'         ZSET  K -> when (us) K may run next: keys with ready jobs only.
 --                              Claims take the due keys oldest first, and put a served key
 --                              back at now (behind the others: round-robin), a key held
@@ -240,14 +241,15 @@ end
 
 -- key_freed ends job id's lease under its limit key lkey (ack, fail, hand back, reap): its
 -- slot is free at once. A key the ring holds back until later (its concurrency, most
--- likely) is brought forward to now, and one worker is woken (wakes: the wake list, nil
+-- likely; not a handler's pause) is brought forward to now, and one worker is woken (wakes: the wake list, nil
 -- for none) to claim it; if its rate still holds it back, that claim puts it back at its
 -- next token.
 local function key_freed(prefix, lkey, id, now, wakes)
   local base = key_base(prefix)
   redis.call('ZREM', base .. 'kactive:' .. lkey, id)
   local at = tonumber(redis.call('ZSCORE', base .. 'keys', lkey))
-  if at and at > now * 1000 then
+  -- Not a key a handler paused: it stays at the pause's end (handback.lua).
+  if at and at > now * 1000 and redis.call('EXISTS', base .. 'kpause:' .. lkey) == 0 then
     redis.call('ZADD', base .. 'keys', now * 1000, lkey)
     if wakes then wake(wakes, 1, 'r') end
   end
@@ -279,11 +281,6 @@ local function pop_keyed(limit, base, due, want, now, now_us, ids, keyof)
     local sp = key_spec(specs[i + 1]) or key_spec(specs[1])
     local r = {key = k, list = base .. 'kready:' .. k, act = base .. 'kactive:' .. k, sp = sp, ids = {}}
     local room = math.ceil(left / (#due - i + 1))
-    -- A key a handler paused (handback.lua) waits out the pause whatever its limits.
-    local pause = redis.call('PTTL', base .. 'kpause:' .. k)
-    if pause > 0 then
-      room, r.paused = 0, now_us + pause * 1000
-    end
     if sp and sp.conc > 0 then
       r.free = sp.conc - redis.call('ZCOUNT', r.act, '(' .. now, '+inf')
       room = math.min(room, math.max(r.free, 0))
@@ -330,7 +327,6 @@ local function key_claimed(ring, recs, deadline, now, now_us)
     if redis.call('LLEN', r.list) == 0 then
       redis.call('ZREM', ring, r.key)
     else
-      if r.paused then at = r.paused end
       if r.free and r.free - m <= 0 then
         local first = redis.call('ZRANGEBYSCORE', r.act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
         if first[2] then at = math.max(at, (tonumber(first[2]) + 1) * 1000) end
