@@ -12,10 +12,12 @@ demo: ## run the system end to end on an embedded Redis and show jobs flowing
 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-lint: ## gofmt, go vet, go mod tidy (no diff) and staticcheck (fetched from the module proxy)
+lint: ## gofmt, go vet, go mod tidy (no diff), queue's dependencies and staticcheck (fetched from the module proxy)
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	@deps=$$($(GO) list -deps ./queue | grep -E 'prometheus|opentelemetry'); \
+		if [ -n "$$deps" ]; then echo "package queue must link neither Prometheus nor OpenTelemetry; it imports:"; echo "$$deps"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 
 test: lint ## lint, then every test with the race detector (installs redis-server and chromium when missing and root)

@@ -337,3 +337,40 @@ func TestEditAtDueTickKeepsTheTick(t *testing.T) {
 		t.Errorf("after an edit between ticks: next %s, want %s", got.next, tick.Add(10*time.Second))
 	}
 }
+
+// TestTriggerRecordsItsTick: Trigger enqueues the job a tick at that second would, and
+// records it as the entry's last tick and job (what `jobs cron ls` and the dashboard
+// show); a second trigger in the same second is a duplicate and records nothing new.
+func TestTriggerRecordsItsTick(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	st := NewStore(c)
+	if err := st.Add(ctx, Entry{Name: "report", Spec: "0 3 * * *", Type: "t", Queue: "reports"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 2, 10, 20, 30, 400_000_000, time.UTC)
+	id, err := st.Trigger(ctx, "report", now)
+	if err != nil || id != JobID("report", now) {
+		t.Fatalf("Trigger() = %q, %v; want %q", id, err, JobID("report", now))
+	}
+	if j, err := c.Get(ctx, "reports", id); err != nil || j.State != queue.StateReady {
+		t.Fatalf("Get(%s) = %+v, %v; want it ready on reports", id, j, err)
+	}
+	rows, err := st.Listing(ctx, now)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("Listing() = %+v, %v", rows, err)
+	}
+	if r := rows[0]; r.LastJob != id || r.LastTick == nil || !r.LastTick.Equal(now.Truncate(time.Second)) {
+		t.Errorf("after Trigger, last job %q tick %v; want %s at %s", r.LastJob, r.LastTick, id, now.Truncate(time.Second))
+	}
+	if _, err := st.Trigger(ctx, "report", now.Add(100*time.Millisecond)); !errors.Is(err, queue.ErrDuplicate) {
+		t.Errorf("second Trigger in the same second err = %v, want queue.ErrDuplicate", err)
+	}
+	if _, err := st.Trigger(ctx, "nope", now); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Trigger(unknown) err = %v, want ErrNotFound", err)
+	}
+	states, err := st.States(ctx)
+	if err != nil || len(states) != 1 {
+		t.Errorf("States() = %+v, %v; want the one triggered entry only", states, err)
+	}
+}

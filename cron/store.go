@@ -190,6 +190,11 @@ func (s *Store) Listing(ctx context.Context, now time.Time) ([]Listed, error) {
 // second) would: same queue and options, ID JobID(name, now), so it is the very job a
 // scheduler firing that second would enqueue, and a second trigger within the second is
 // queue.ErrDuplicate. It returns the job's ID; an unknown name is ErrNotFound.
+//
+// The trigger is recorded as the entry's last tick, with its job as the last job (what
+// `jobs cron ls` and the dashboard show), as a scheduler records the ticks it fires: a
+// scheduler starting with CatchUp then takes it as the latest run, so it does not fire
+// again a tick missed before it.
 func (s *Store) Trigger(ctx context.Context, name string, now time.Time) (string, error) {
 	entries, err := s.List(ctx)
 	if entries == nil && err != nil {
@@ -206,6 +211,11 @@ func (s *Store) Trigger(ctx context.Context, name string, now time.Time) (string
 		id, err := s.client.Enqueue(ctx, e.Type, []byte(e.Payload), opts...)
 		if err != nil {
 			return "", fmt.Errorf("trigger cron entry %s: %w", name, err)
+		}
+		tick := now.Truncate(time.Second)
+		st := State{LastTick: tick, LastJob: id, NextTick: e.Next(tick)}
+		if err := s.record(ctx, name, st); err != nil {
+			return id, fmt.Errorf("trigger cron entry %s: job %s enqueued, not recorded as its last: %w", name, id, err)
 		}
 		return id, nil
 	}

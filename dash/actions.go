@@ -227,9 +227,12 @@ func (h *Handler) cronAction(w http.ResponseWriter, r *http.Request) {
 	e := queue.AuditEntry{Action: "cron-" + act, Target: name}
 	var err error
 	if act == "trigger" {
-		var id string
-		id, err = store.Trigger(r.Context(), name, time.Now())
-		e.Detail = id
+		var now time.Time
+		if now, err = h.redisNow(r.Context()); err == nil {
+			var id string
+			id, err = store.Trigger(r.Context(), name, now)
+			e.Detail = id
+		}
 	} else {
 		err = store.Remove(r.Context(), name)
 	}

@@ -232,7 +232,12 @@ func TestEveryMatch(t *testing.T) {
 	if !strings.Contains(page.body, `id="matching"`) || !strings.Contains(page.body, `name="do" value="retry"`) {
 		t.Fatalf("filtered dead list lacks the every-match form:\n%s", page.body)
 	}
-	form := url.Values{"state": {"dead"}, "do": {"retry"}, "error": {"TOO LARGE"}}
+	var c matchCount
+	b.getJSON(t, "/queues/default/matching?state=dead&do=retry&error=TOO+LARGE", &c)
+	if c.Count != 6 || !c.Complete || c.Total != 12 || c.Read != 12 || c.Typed || c.Token == "" {
+		t.Fatalf("count = %+v, want 6 of 12 counted, complete, no typing, a token", c)
+	}
+	form := url.Values{"state": {"dead"}, "do": {"retry"}, "error": {"TOO LARGE"}, "count": {"6"}, "token": {c.Token}}
 	batches := 0
 	for {
 		batches++
@@ -270,9 +275,12 @@ func TestEveryMatch(t *testing.T) {
 		}
 	}
 	// The HTML form shows progress and a continue button until the end.
-	b2 := b.post(t, "/queues/default/matching", url.Values{"state": {"dead"}, "do": {"delete"}, "type": {"email"}})
-	if b2.status != 200 || !strings.Contains(b2.body, `id="matching-continue"`) {
-		t.Errorf("first batch of a delete = %d, want the progress page with a continue button", b2.status)
+	b.getJSON(t, "/queues/default/matching?state=dead&do=delete&type=email", &c)
+	b2 := b.post(t, "/queues/default/matching", url.Values{"state": {"dead"}, "do": {"delete"}, "type": {"email"},
+		"count": {strconv.FormatInt(c.Count, 10)}, "token": {c.Token}})
+	if b2.status != 200 || !strings.Contains(b2.body, `id="matching-continue"`) ||
+		!strings.Contains(b2.body, `name="token" value="`+c.Token+`"`) {
+		t.Errorf("first batch of a delete = %d, want the progress page with a continue button carrying the token", b2.status)
 	}
 	for _, f := range []url.Values{{"state": {"dead"}, "do": {"cancel"}, "type": {"x"}}, {"state": {"dead"}, "do": {"retry"}},
 		{"state": {"nope"}, "do": {"retry"}, "type": {"x"}}, {"state": {"dead"}, "do": {"retry"}, "type": {"x"}, "read": {"-1"}}} {
@@ -280,4 +288,114 @@ func TestEveryMatch(t *testing.T) {
 			t.Errorf("POST matching %v = %d, want 400", f, r.status)
 		}
 	}
+}
+
+// TestPurgePatternIsLiteral: the purge page's confirm field accepts the queue's name
+// only, its "." included (a regex "." would accept any character there).
+func TestPurgePatternIsLiteral(t *testing.T) {
+	b := setup(t, Options{ConfirmAbove: 1})
+	for range 2 {
+		b.enqueue(t, "t", "x", queue.On("mail.eu"))
+	}
+	page := b.get(t, "/queues/mail.eu/purge?state=ready")
+	if !strings.Contains(page.body, `pattern="mail\.eu"`) {
+		t.Errorf("purge page of mail.eu lacks pattern=\"mail\\.eu\":\n%s", page.body)
+	}
+	for in, want := range map[string]string{"mail.eu": `mail\.eu`, "a-b_c": "a-b_c", `x^$\.*+?()[]{}|/`: `x\^\$\\\.\*\+\?\(\)\[\]\{\}\|\/`} {
+		if got := patternLiteral(in); got != want {
+			t.Errorf("patternLiteral(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if r := b.post(t, "/queues/mail.eu/purge", url.Values{"state": {"ready"}, "confirm": {"mailXeu"}}); r.status != 400 {
+		t.Errorf("purge of mail.eu confirmed as mailXeu = %d, want 400", r.status)
+	}
+}
+
+// TestEveryMatchConfirmed: an action on every match refuses a form without the count
+// page's token for its count, and above ConfirmAbove without that count (or the queue's
+// name) typed; the count page shows the count first, an upper bound when the count
+// stops at CountLimit.
+func TestEveryMatchConfirmed(t *testing.T) {
+	b := setup(t, Options{ConfirmAbove: 3, CountLimit: 4, PageSize: 2})
+	for i := range 7 {
+		typ := "resize"
+		if i == 0 { // the oldest: lists of dead jobs read the newest first
+			typ = "email"
+		}
+		b.dead(t, typ, "x", "image too large")
+	}
+	// 7 dead, the first 4 read: up to 4 matches + 3 not read.
+	var c matchCount
+	b.getJSON(t, "/queues/default/matching?state=dead&do=retry&type=resize", &c)
+	if c.Complete || c.Read != 4 || c.Matched != 4 || c.Count != 7 || !c.Typed {
+		t.Fatalf("count = %+v, want 4 of the first 4 read, up to 7, typed", c)
+	}
+	page := b.get(t, "/queues/default/matching?state=dead&do=retry&type=resize")
+	for _, want := range []string{`data-count="7"`, "up to <strong>7</strong>", `id="confirm"`, `pattern="7|default"`} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("count page lacks %s:\n%s", want, page.body)
+		}
+	}
+	base := url.Values{"state": {"dead"}, "do": {"retry"}, "type": {"resize"}}
+	with := func(kv ...string) url.Values {
+		v := url.Values{}
+		for k, x := range base {
+			v[k] = x
+		}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	other := b.h.token("default", matchForm{State: queue.StateDead, Do: "retry", Filter: filter{Type: "resize"}}, 2)
+	for what, f := range map[string]url.Values{
+		"no token":                       base,
+		"no count":                       with("token", c.Token, "confirm", "7"),
+		"a smaller count than confirmed": with("count", "2", "token", c.Token),
+		"another filter's token":         with("type", "email", "count", "7", "token", c.Token, "confirm", "7"),
+		"a forged token":                 with("count", "7", "token", "x"+c.Token[1:], "confirm", "7"),
+		"nothing typed":                  with("count", "7", "token", c.Token),
+		"a wrong count typed":            with("count", "7", "token", c.Token, "confirm", "6"),
+		"a wrong name typed":             with("count", "7", "token", c.Token, "confirm", "defaul"),
+		"the token of count 2, typed 7":  with("count", "7", "token", other, "confirm", "7"),
+	} {
+		if r := b.post(t, "/queues/default/matching", f); r.status != 400 || !strings.Contains(r.body, "confirm") {
+			t.Errorf("POST matching with %s = %d %.200s, want 400 asking to confirm", what, r.status, r.body)
+		}
+	}
+	if st, _ := b.client.StatsOf(context.Background(), "default"); st[0].Dead != 7 {
+		t.Fatalf("%d dead after refused batches, want 7", st[0].Dead)
+	}
+	for _, typed := range []string{"7", "default"} {
+		r := b.do(t, "POST", "/queues/default/matching", with("count", "7", "token", c.Token, "confirm", typed),
+			map[string]string{"Accept": "application/json"})
+		wantStatus(t, "POST matching confirmed with "+typed, r, 200)
+	}
+	// Up to ConfirmAbove, the token alone confirms (the page's button).
+	b.getJSON(t, "/queues/default/matching?state=dead&do=delete&type=email", &c)
+	if c.Count != 1 || !c.Complete || c.Typed {
+		t.Fatalf("count of the email job = %+v, want 1, complete, not typed", c)
+	}
+	r := b.post(t, "/queues/default/matching", url.Values{"state": {"dead"}, "do": {"delete"}, "type": {"email"},
+		"count": {"1"}, "token": {c.Token}})
+	wantStatus(t, "POST matching of 1 job", r, http.StatusSeeOther)
+	for path, want := range map[string]int{
+		"/queues/default/matching?state=dead&do=retry":             400, // no filter
+		"/queues/default/matching?state=dead&do=cancel&type=x":     400, // dead jobs are not cancelled
+		"/queues/default/matching?state=nope&do=retry&type=x":      400,
+		"/queues/bad%20name/matching?state=dead&do=retry&type=x":   400,
+		"/queues/default/matching?state=dead&do=retry&type=%ff%fe": 400,
+	} {
+		if r := b.get(t, path); r.status != want {
+			t.Errorf("GET %s = %d, want %d", path, r.status, want)
+		}
+	}
+	t.Run("read-only", func(t *testing.T) {
+		ro := setup(t, Options{ReadOnly: true})
+		ro.dead(t, "resize", "x", "e")
+		if page := ro.get(t, "/queues/default/matching?state=dead&do=retry&type=resize"); page.status != 200 ||
+			strings.Contains(page.body, `id="match-form"`) || !strings.Contains(page.body, "read-only") {
+			t.Errorf("read-only count page = %d, want the count without a form", page.status)
+		}
+	})
 }

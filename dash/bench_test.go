@@ -3,6 +3,7 @@ package dash
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -89,7 +90,7 @@ func benchFixture(b *testing.B) (*queue.Client, int, int) {
 
 func BenchmarkPages(b *testing.B) {
 	c, nq, nj := benchFixture(b)
-	h, err := New(c, Options{})
+	h, err := New(c, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func BenchmarkPages(b *testing.B) {
 	}
 	for _, path := range []string{"/", "/queues/big?state=ready", "/queues/big?state=scheduled",
 		"/queues/big?state=dead", "/queues/big?state=dead&cursor=" + next, "/queues/big?state=dead&error=nomatch",
-		"/queues/q0500"} {
+		"/queues/q0500", "/queues/big/matching?state=dead&do=retry&error=nomatch"} {
 		b.Run(fmt.Sprintf("%dq_%dj%s", nq, nj, path), func(b *testing.B) {
 			for b.Loop() {
 				if w := serve(h, path, false); w.Code != 200 {

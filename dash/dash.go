@@ -13,6 +13,7 @@ package dash
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -34,8 +36,12 @@ const (
 	DefaultPageSize = 50
 	// DefaultScanLimit is how many jobs a filtered list reads per request at most.
 	DefaultScanLimit = 2000
-	// DefaultConfirmAbove is the count above which a purge asks for the queue's name.
+	// DefaultConfirmAbove is the count above which a purge asks for the queue's name, and
+	// an action on every match of a filter for the count (or the name).
 	DefaultConfirmAbove = 100
+	// DefaultCountLimit is how many jobs the count before an action on every match of a
+	// filter reads at most.
+	DefaultCountLimit = 20000
 	// DefaultSnapshotEvery is how long the overview's metrics history is shared between
 	// requests before it is read again (workers flush it about every 10 s anyway).
 	DefaultSnapshotEvery = 10 * time.Second
@@ -62,8 +68,13 @@ type Options struct {
 	// offers to continue. Default: DefaultScanLimit (2000).
 	ScanLimit int
 	// ConfirmAbove: a purge of more jobs than this asks the operator to type the queue's
-	// name. Default: 100.
+	// name, and an action on more matches of a filter than this, their count (or the
+	// name). Default: 100.
 	ConfirmAbove int
+	// CountLimit is how many jobs the count shown before an action on every match of a
+	// filter reads at most; past it, the count is an upper bound (the matches read plus
+	// the jobs not read). Default: DefaultCountLimit (20,000).
+	CountLimit int
 	// SnapshotEvery: the overview's metrics history is read at most once per this period
 	// and shared by every request. Default: 10s.
 	SnapshotEvery time.Duration
@@ -78,6 +89,7 @@ func (o Options) withDefaults() Options {
 	o.PageSize = cmp.Or(o.PageSize, DefaultPageSize)
 	o.ScanLimit = cmp.Or(o.ScanLimit, DefaultScanLimit)
 	o.ConfirmAbove = cmp.Or(o.ConfirmAbove, DefaultConfirmAbove)
+	o.CountLimit = cmp.Or(o.CountLimit, DefaultCountLimit)
 	o.SnapshotEvery = cmp.Or(o.SnapshotEvery, DefaultSnapshotEvery)
 	o.LiveEvery = cmp.Or(o.LiveEvery, DefaultLiveEvery)
 	return o
@@ -97,6 +109,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("dash: ScanLimit %d: must not be negative", o.ScanLimit)
 	case o.ConfirmAbove < 0:
 		return fmt.Errorf("dash: ConfirmAbove %d: must not be negative", o.ConfirmAbove)
+	case o.CountLimit < 0:
+		return fmt.Errorf("dash: CountLimit %d: must not be negative", o.CountLimit)
 	case o.SnapshotEvery < 0:
 		return fmt.Errorf("dash: SnapshotEvery %s: must not be negative", o.SnapshotEvery)
 	case o.LiveEvery < 0:
@@ -116,6 +130,13 @@ type Handler struct {
 	snap    *snapshot  // the overview's shared metrics history
 	reading bool       // a background read of snap is under way
 	hub     *liveHub   // the live stream's shared snapshots
+
+	// hostNow is this server's clock, used only for what is this server's own business
+	// (how old its cached snapshots are). Every judgement of a job's or a process's age
+	// is by Redis's clock (redisNow), which stamped them: a dashboard host whose clock is
+	// off must not show wrong ages. A field so that tests can skew it.
+	hostNow func() time.Time
+	key     [32]byte // signs the counts confirmed before an action on every match (see matching.go)
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -132,12 +153,16 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{client: client, opts: opts.withDefaults(), pages: p}
+	h := &Handler{client: client, opts: opts.withDefaults(), pages: p, hostNow: time.Now}
+	if _, err := rand.Read(h.key[:]); err != nil {
+		return nil, fmt.Errorf("dash: %w", err)
+	}
 	h.hub = &liveHub{h: h, every: h.opts.LiveEvery, subs: map[chan []byte]struct{}{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /queues/{queue}", h.queuePage)
 	mux.HandleFunc("GET /queues/{queue}/purge", h.purgeConfirm)
+	mux.HandleFunc("GET /queues/{queue}/matching", h.matchingCount)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
 	mux.HandleFunc("GET /workers", h.workersPage)
 	mux.HandleFunc("GET /audit", h.auditPage)
@@ -155,6 +180,7 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	for _, a := range workerActions {
 		mux.HandleFunc("POST /workers/{id}/"+a, h.action(h.workerAction))
 	}
+	mux.HandleFunc("POST /cron", h.action(h.cronAdd))
 	for _, a := range cronActions {
 		mux.HandleFunc("POST /cron/{name}/"+a, h.action(h.cronAction))
 	}
@@ -265,6 +291,15 @@ func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// redisNow is Redis's time (TIME): what ages, "for how long" and "late" are judged by.
+func (h *Handler) redisNow(ctx context.Context) (time.Time, error) {
+	now, err := broker.Of(h.client).Redis().Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time: %w", err)
+	}
+	return now, nil
 }
 
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {

@@ -106,6 +106,25 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("purge confirmation takes the queue's name literally", func(t *testing.T) {
+		b := setup(t, Options{ConfirmAbove: 1})
+		for range 2 {
+			b.enqueue(t, "email", `{}`, queue.On("mail.eu"))
+		}
+		p := newPage(t, br)
+		p.Navigate(b.srv.URL + "/queues/mail.eu/purge?state=ready")
+		invalid := `document.getElementById("confirm").matches(":invalid")`
+		p.Type("#confirm", "mailXeu") // "." as a regular expression would accept it
+		if !browsertest.Eval[bool](p, invalid) {
+			t.Errorf("confirm field accepts mailXeu for queue mail.eu")
+		}
+		browsertest.Eval[bool](p, `(document.getElementById("confirm").value = "", true)`)
+		p.Type("#confirm", "mail.eu")
+		if browsertest.Eval[bool](p, invalid) {
+			t.Errorf("confirm field refuses the queue's own name, mail.eu")
+		}
+	})
+
 	t.Run("retry the selected dead jobs", func(t *testing.T) {
 		b := setup(t, Options{})
 		var ids []string
@@ -143,6 +162,12 @@ func TestE2E(t *testing.T) {
 		p := newPage(t, br)
 		p.Navigate(b.srv.URL + "/queues/default?state=dead&type=resize")
 		p.Click(`#matching button[value="retry"]`)
+		// The count comes first: 6 of 8, at most 100, so a plain button confirms it.
+		p.WaitText("#match-count", "6 of the 8 dead jobs match")
+		if p.Exists("#confirm") {
+			t.Errorf("the count page of 6 jobs asks for typing, want a plain button")
+		}
+		p.Click("#match-submit")
 		// Each batch's page says how many jobs were read so far and offers the next.
 		const done, readSoFar = `location.search.includes("done=matching")`,
 			`Number(document.getElementById("matching-progress")?.dataset.read)`
@@ -167,14 +192,61 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
-	t.Run("cron: trigger an entry now, then remove it", func(t *testing.T) {
-		b := setup(t, Options{})
-		if err := cron.NewStore(b.client).Add(context.Background(),
-			cron.Entry{Name: "nightly-report", Spec: "0 3 * * *", Type: "report"}); err != nil {
-			t.Fatal(err)
+	t.Run("every match above the threshold needs its count typed", func(t *testing.T) {
+		b := setup(t, Options{ConfirmAbove: 2})
+		for i := range 3 {
+			b.enqueue(t, "resize", `{"n":`+strconv.Itoa(i)+`}`)
 		}
+		drain(t, b.client, failType("resize", "disk full"), queue.DefaultQueue)
+		p := newPage(t, br)
+		p.Navigate(b.srv.URL + "/queues/default?state=dead&error=disk")
+		p.Click(`#matching button[value="delete"]`)
+		p.WaitText("#match-count", "3 of the 3 dead jobs match")
+		p.Click("#match-submit") // nothing typed: the browser keeps the form
+		if !browsertest.Eval[bool](p, `document.getElementById("confirm").matches(":invalid")`) {
+			t.Errorf("the empty confirmation is not marked invalid")
+		}
+		p.Type("#confirm", "2") // not the count shown
+		if !browsertest.Eval[bool](p, `document.getElementById("confirm").matches(":invalid")`) {
+			t.Errorf("a wrong count typed is not marked invalid")
+		}
+		// The server refuses it too, from a page without the browser's check.
+		browsertest.Eval[bool](p, `(e => { e.removeAttribute("required"); e.removeAttribute("pattern"); return true })(
+			document.getElementById("confirm"))`)
+		p.Click("#match-submit")
+		p.WaitText("#error", "confirm")
+		p.TakeProblems() // the refusal's 400 is the point here
+		if st, err := b.client.StatsOf(context.Background(), queue.DefaultQueue); err != nil || st[0].Dead != 3 {
+			t.Fatalf("after a wrong count typed: %+v, %v; want 3 dead", st, err)
+		}
+		p.Navigate(b.srv.URL + "/queues/default/matching?state=dead&do=delete&error=disk")
+		p.Type("#confirm", "3")
+		p.Click("#match-submit")
+		p.WaitTrue(`location.search.includes("done=matching")`)
+		if st, err := b.client.StatsOf(context.Background(), queue.DefaultQueue); err != nil || st[0].Dead != 0 {
+			t.Fatalf("after the count typed: %+v, %v; want no dead job", st, err)
+		}
+	})
+
+	t.Run("cron: add an entry, trigger it now, then remove it", func(t *testing.T) {
+		b := setup(t, Options{})
 		p := newPage(t, br)
 		p.Navigate(b.srv.URL + "/cron")
+		p.WaitText("#no-cron", "No dynamic entries")
+		// A spec `jobs cron add` refuses is refused beside the form, what was typed kept.
+		p.Type(`#cron-add input[name="name"]`, "nightly-report")
+		p.Type(`#cron-add input[name="spec"]`, "0 25 * * *")
+		p.Type(`#cron-add input[name="type"]`, "report")
+		p.Click("#cron-add-submit")
+		p.WaitText("#cron-form-error", "cron entry nightly-report")
+		p.TakeProblems() // the refusal's 400 is the point here
+		if got := browsertest.Eval[string](p, `document.querySelector('#cron-add input[name="type"]').value`); got != "report" {
+			t.Errorf("after the refusal the type field holds %q, want what was typed, report", got)
+		}
+		browsertest.Eval[bool](p, `(document.querySelector('#cron-add input[name="spec"]').value = "", true)`)
+		p.Type(`#cron-add input[name="spec"]`, "0 3 * * *")
+		p.Click("#cron-add-submit")
+		p.WaitText("#notice", "added")
 		row := `tr[data-entry="nightly-report"]`
 		p.WaitText(row, "report")
 		p.Click(row + ` button[data-action="trigger"]`)
@@ -182,6 +254,7 @@ func TestE2E(t *testing.T) {
 		if n := readyCount(t, b.client); n != 1 {
 			t.Fatalf("after Trigger now, %d jobs ready, want 1", n)
 		}
+		p.WaitText(row+` td[data-cell="last-job"]`, "ready") // the triggered job, in its last job cell
 		p.Click(row + ` button[data-action="remove"]`)
 		p.WaitGone(row)
 		if es, err := cron.NewStore(b.client).List(context.Background()); err != nil || len(es) != 0 {
@@ -218,6 +291,33 @@ func TestE2E(t *testing.T) {
 			return n; })()`)
 		if painted < 1000 {
 			t.Errorf("the chart's canvas has %d painted pixels, want a drawn chart", painted)
+		}
+		// Nothing is drawn in the canvas's last 3 pixel columns: a label cut at its right
+		// edge (the last x-axis label, centred on the plot's last tick) would be.
+		edge := browsertest.Eval[int](p, `(() => {
+			const c = document.querySelector("#chart canvas");
+			const px = c.getContext("2d").getImageData(c.width - 3, 0, 3, c.height).data;
+			let n = 0;
+			for (let i = 3; i < px.length; i += 4) if (px[i] !== 0) n++;
+			return n; })()`)
+		if edge != 0 {
+			t.Errorf("%d pixels painted in the chart's last 3 columns: a label is cut at its right edge", edge)
+		}
+		// Each queue's name is on one line, even in a narrow window (the page squeezed to
+		// 700px); each reason it is not moving on its own.
+		if wrapped := browsertest.Eval[[]string](p, `(() => {
+			const main = document.querySelector("main"), was = main.style.maxWidth;
+			main.style.maxWidth = "700px";
+			const out = [...document.querySelectorAll("#queues td.qname a")]
+				.filter(a => a.getClientRects().length !== 1).map(a => a.textContent);
+			main.style.maxWidth = was;
+			return out; })()`); len(wrapped) != 0 {
+			t.Errorf("queue names wrapped over lines: %q", wrapped)
+		}
+		tops := browsertest.Eval[[]float64](p, `[...document.querySelectorAll('tr[data-queue="default"] td.why li')]
+			.map(li => li.getBoundingClientRect().top)`)
+		if len(tops) != 2 || tops[0] == tops[1] {
+			t.Errorf("the paused queue without workers lists its reasons at tops %v, want 2 on lines of their own", tops)
 		}
 		if os.Getenv("JOBS_SCREENSHOT") != "" {
 			p.SaveScreenshot(filepath.Join("..", "docs", "dashboard.png"))
@@ -309,7 +409,8 @@ func TestE2E(t *testing.T) {
 		p := newPage(t, br)
 		for _, path := range []string{"/", "/queues/default?state=dead", "/queues/default?state=ready",
 			"/queues/default?state=dead&type=img", "/workers", "/audit", "/events", "/events?type=img", "/cron",
-			"/queues/default/purge?state=dead", "/jobs/" + id + "?queue=default"} {
+			"/queues/default/purge?state=dead", "/queues/default/matching?state=dead&do=retry&type=img",
+			"/jobs/" + id + "?queue=default"} {
 			p.Navigate(b.srv.URL + path)
 		}
 		if got := p.Text(`[data-field="type"]`); got != typ {
@@ -323,19 +424,10 @@ func TestE2E(t *testing.T) {
 	})
 }
 
-// newPage opens a tab for one subtest.
-//
-// Known defect, tolerated and logged (go test -v) until it is fixed: the pages declare
-// no icon, so the browser's own GET /favicon.ico is a 404, an error in the console of
-// every page (and under a BasePath the dashboard cannot answer /favicon.ico at all). A
-// <link rel="icon"> in templates/layout.html fixes it; then delete the Tolerate call.
+// newPage opens a tab for one subtest. Every problem on its pages fails the subtest.
 func newPage(t *testing.T, br *browsertest.Browser) *browsertest.Page {
 	t.Helper()
-	p := br.NewPage(t)
-	p.Tolerate("known defect: the dashboard declares no favicon", func(pr browsertest.Problem) bool {
-		return strings.HasSuffix(pr.URL, "/favicon.ico")
-	})
-	return p
+	return br.NewPage(t)
 }
 
 // failType is a handler outcome: jobs of type typ fail for good (they go dead) with

@@ -5,9 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -71,55 +69,4 @@ func (h *Handler) eventsPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.render(w, r, "events", "Events", d, nil)
-}
-
-// cronRow is one cron entry on the cron page: as `jobs cron ls --json`, with its last
-// job's state and whether a tick was missed.
-type cronRow struct {
-	cron.Listed
-	LastJobState queue.State `json:"last_job_state"` // "" when unknown or gone
-	// Missed: a tick after the last one recorded is past (by more than a minute), so no
-	// scheduler fired it (none ran, or all were quiet).
-	Missed bool `json:"missed"`
-}
-
-type cronData struct {
-	Entries []cronRow `json:"entries"`
-	Error   string    `json:"error"` // entries that could not be read, named
-}
-
-func (h *Handler) cronPage(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	now := time.Now()
-	rows, listErr := cron.NewStore(h.client).Listing(ctx, now)
-	if rows == nil && listErr != nil {
-		h.failQueue(w, r, listErr)
-		return
-	}
-	d := cronData{Entries: make([]cronRow, 0, len(rows))}
-	if listErr != nil {
-		d.Error = listErr.Error()
-	}
-	for _, l := range rows {
-		row := cronRow{Listed: l}
-		if l.LastTick != nil {
-			if next := l.Next(*l.LastTick); !next.IsZero() && now.Sub(next) > time.Minute {
-				row.Missed = true
-			}
-			if l.LastJob != "" {
-				if j, err := h.client.Get(ctx, queueOr(l.Queue), l.LastJob); err == nil {
-					row.LastJobState = j.State
-				}
-			}
-		}
-		d.Entries = append(d.Entries, row)
-	}
-	h.render(w, r, "cron", "Cron", d, nil)
-}
-
-func queueOr(q string) string {
-	if q == "" {
-		return "default"
-	}
-	return q
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/cron"
 	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -129,11 +130,17 @@ func FuzzPagesEscape(f *testing.F) {
 		ld := listData{Queue: "default", State: queue.StateDead, Jobs: []*queue.Job{j},
 			Filter: filter{Type: s, Error: s, Payload: s}, NextURL: "/q?x=" + url.QueryEscape(s)}
 		ad := auditData{Entries: []queue.AuditEntry{{Who: s, Action: s, Queue: s, Target: s, Detail: "x" + s}}}
+		md := matchCount{Queue: "default", matchForm: matchForm{State: queue.StateDead, Do: "retry",
+			Filter: filter{Type: s, Error: s, Payload: s}}, Count: 200, Matched: 200, Read: 200, Total: 200, Complete: true,
+			Typed: true, Token: "t"}
+		cd := cronData{Entries: []cronRow{{Listed: cron.Listed{Entry: cron.Entry{Name: "x" + s, Spec: "x" + s, Type: "x" + s,
+			Queue: "x" + s}}}}, Error: "x" + s, FormError: "x" + s,
+			Form: cronForm{Name: s, Spec: s, Type: s, Payload: s, Queue: s, MaxRetry: s, Timeout: s}}
 		var out []string
 		for _, pg := range []struct {
 			name string
 			data any
-		}{{"job", jd}, {"queue", ld}, {"audit", ad}} {
+		}{{"job", jd}, {"queue", ld}, {"audit", ad}, {"matchcount", md}, {"cron", cd}} {
 			w := httptest.NewRecorder()
 			h.page(w, httptest.NewRequest("GET", "/", nil), 200, pg.name, "Job "+s, pg.data)
 			out = append(out, w.Body.String())

@@ -95,7 +95,12 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	d := jobData{Job: j, TTLMS: det.TTL.Milliseconds(), UniqueKey: det.UniqueKey, UniqueHolder: det.UniqueHolder,
 		UniqueTTLMS: det.UniqueTTL.Milliseconds(), LockHeld: det.LockHeld, LockTTLMS: det.LockTTL.Milliseconds(),
 		Payload: showBytes(j.Payload), Result: showBytes(j.Result), Actions: jobActionsFor(j.State), TTL: det.TTL}
-	if d.Why, err = h.whyWaiting(ctx, j, det, time.Now()); err != nil {
+	now, err := h.redisNow(ctx)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if d.Why, err = h.whyWaiting(ctx, j, det, now); err != nil {
 		h.failQueue(w, r, err)
 		return
 	}

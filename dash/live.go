@@ -96,7 +96,7 @@ func (l *liveHub) read() []byte {
 	if stats == nil {
 		stats = []queue.QueueStats{}
 	}
-	b, _ := json.Marshal(liveData{Queues: stats, At: time.Now().UTC()})
+	b, _ := json.Marshal(liveData{Queues: stats, At: l.h.hostNow().UTC()})
 	return b
 }
 

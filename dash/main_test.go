@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +37,9 @@ func setup(t *testing.T, opts Options) *bundle {
 	if err != nil {
 		t.Fatalf("NewClient() err = %v", err)
 	}
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
 	h, err := New(c, opts)
 	if err != nil {
 		t.Fatalf("New() err = %v", err)
@@ -42,6 +47,34 @@ func setup(t *testing.T, opts Options) *bundle {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &bundle{client: c, h: h, srv: srv}
+}
+
+// testLogger writes the dashboard's log lines to the test's log (go test -v shows them)
+// until the test ends; lines logged after it (a background read finishing late) are
+// dropped rather than logged to a finished test.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testLogWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.done = true
+	})
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+type testLogWriter struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
 }
 
 // reply is one HTTP exchange's outcome.

@@ -67,7 +67,7 @@ type snapshot struct {
 func (h *Handler) history(ctx context.Context, qs []string) (*snapshot, error) {
 	h.mu.Lock()
 	s, busy := h.snap, h.reading
-	stale := s == nil || time.Since(s.at) >= h.opts.SnapshotEvery
+	stale := s == nil || h.hostNow().Sub(s.at) >= h.opts.SnapshotEvery
 	if s != nil && stale && !busy {
 		h.reading = true
 		go func() {
@@ -105,7 +105,7 @@ func (h *Handler) history(ctx context.Context, qs []string) (*snapshot, error) {
 // day (hour buckets) from the metrics history, and of the last 7 days from the daily
 // counters: 98 reads per queue, in three pipelined round trips.
 func (h *Handler) readHistory(ctx context.Context, qs []string) (*snapshot, error) {
-	s := &snapshot{at: time.Now()}
+	s := &snapshot{at: h.hostNow()}
 	hour, err := h.client.Histories(ctx, qs, time.Hour)
 	if err != nil {
 		return nil, err
@@ -178,6 +178,11 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.failQueue(w, r, err)
 		return
 	}
+	now, err := h.redisNow(ctx)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
 	d := overviewData{Queues: stats, Throughput: snap.throughput, Chart: snap.chart, Redis: info,
 		Stuck: map[string][]string{}, Warnings: serverWarnings(info), HistoryAt: snap.at.UTC()}
 	if d.Queues == nil {
@@ -185,7 +190,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Rows = make([]overviewRow, len(stats))
 	for i, s := range stats {
-		why := stuck(s)
+		why := stuck(s, now)
 		if len(why) > 0 {
 			d.Stuck[s.Name] = why
 		}
@@ -194,8 +199,9 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "overview", "Overview", d, nil)
 }
 
-// stuck says why a queue's ready jobs are not being claimed, as far as its counts show.
-func stuck(s queue.QueueStats) []string {
+// stuck says why a queue's ready jobs are not being claimed, as far as its counts and
+// limits show, now being Redis's time.
+func stuck(s queue.QueueStats, now time.Time) []string {
 	var why []string
 	if s.Paused {
 		why = append(why, "paused: workers claim nothing until it is resumed")
@@ -203,7 +209,29 @@ func stuck(s queue.QueueStats) []string {
 	if s.Workers == 0 && (s.Ready > 0 || s.Scheduled > 0 || s.Retry > 0) {
 		why = append(why, "no live worker claims from this queue")
 	}
+	if s.WaitingOn != "" {
+		why = append(why, limited(s, now))
+	}
 	return why
+}
+
+// limited says which of its limits holds a queue's ready jobs back, and until when.
+func limited(s queue.QueueStats, now time.Time) string {
+	msg := "limited: its " + string(s.WaitingOn) + " limit is reached"
+	if s.WaitingOn == queue.ConcurrencyLimit {
+		msg = "limited: as many of its jobs run as its concurrency limit allows"
+	}
+	if s.WaitingUntil.IsZero() {
+		return msg
+	}
+	msg += "; the next may start at " + s.WaitingUntil.UTC().Format("15:04:05.000Z")
+	if d := s.WaitingUntil.Sub(now); d > 0 {
+		msg += " (in " + roundDur(d) + ")"
+	}
+	if s.WaitingOn == queue.ConcurrencyLimit {
+		msg += ", when a running job ends or its lease expires"
+	}
+	return msg
 }
 
 // serverWarnings are what the Redis server's settings put at risk.

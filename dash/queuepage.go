@@ -83,8 +83,13 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		h.failQueue(w, r, err)
 		return
 	}
+	now, err := h.redisNow(ctx)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
 	d := listData{Queue: q, State: state, Stats: stats[0], Cursor: qv.Get("cursor"), Filter: f, Jobs: []*queue.Job{},
-		Stuck: append([]string{}, stuck(stats[0])...)}
+		Stuck: append([]string{}, stuck(stats[0], now)...)}
 	cursor := d.Cursor
 	for {
 		p, err := h.client.Page(ctx, q, state, cursor, h.opts.PageSize)

@@ -193,12 +193,14 @@ var notices = map[string]string{
 	"stop": "Told to stop.", "selected-retry": "Selected jobs made ready.", "selected-run": "Selected jobs made ready.",
 	"selected-cancel": "Selected jobs cancelled.", "selected-delete": "Selected jobs deleted.",
 	"matching": "Done: every match was read.", "cron-trigger": "Cron job enqueued.", "cron-remove": "Cron entry removed.",
+	"cron-add": "Cron entry added.",
 }
 
 var funcs = template.FuncMap{
 	"esc":     func(s string) string { return printable.Escape(s, false) },
 	"escml":   func(s string) string { return printable.Escape(s, true) },
 	"pathesc": url.PathEscape,
+	"literal": patternLiteral,
 	"query":   url.QueryEscape,
 	"when": func(t time.Time) string {
 		if t.IsZero() {
@@ -267,4 +269,18 @@ func cut(s string, n int) string {
 		i--
 	}
 	return s[:i] + "..."
+}
+
+// patternLiteral escapes s for an input's pattern attribute (a JavaScript regular
+// expression, compiled with the v flag) so that it matches s itself: a queue name's "."
+// must not match any character.
+func patternLiteral(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`^$\.*+?()[]{}|/`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -26,7 +26,10 @@ func routes(b *bundle, t *testing.T) (gets []string, posts map[string]url.Values
 	}
 	q := url.Values{"queue": {"default"}}
 	gets = []string{"/", "/queues/default", "/queues/default?state=dead", "/queues/default/purge?state=dead",
-		"/jobs/" + dead + "?queue=default", "/workers", "/audit", "/events", "/cron"}
+		"/jobs/" + dead + "?queue=default", "/workers", "/audit", "/events", "/cron",
+		"/queues/default/matching?state=dead&do=retry&type=t"}
+	// The token of the count page of 1 dead job of type t (matching asks for it).
+	tok := b.h.token("default", matchForm{State: queue.StateDead, Do: "retry", Filter: filter{Type: "t"}}, 1)
 	posts = map[string]url.Values{
 		"/jobs/" + dead + "/retry": q, "/jobs/" + sched + "/run": q, "/jobs/" + sched + "/cancel": q,
 		"/jobs/" + dead + "/delete": q, "/queues/default/pause": {}, "/queues/default/resume": {},
@@ -34,9 +37,10 @@ func routes(b *bundle, t *testing.T) (gets []string, posts map[string]url.Values
 		"/workers/" + w + "/quiet": {}, "/workers/" + w + "/stop": {},
 		"/cron/c1/trigger": {}, "/cron/c2/remove": {},
 		"/queues/default/selected": {"do": {"delete"}, "id": {sched}},
-		"/queues/default/matching": {"do": {"retry"}, "state": {"dead"}, "type": {"t"}},
+		"/queues/default/matching": {"do": {"retry"}, "state": {"dead"}, "type": {"t"}, "count": {"1"}, "token": {tok}},
+		"/cron":                    {"name": {"c3"}, "spec": {"@hourly"}, "type": {"t"}},
 	}
-	if len(posts) != len(jobActions)+len(queueActions)+len(workerActions)+len(cronActions) {
+	if len(posts) != len(jobActions)+len(queueActions)+len(workerActions)+len(cronActions)+1 { // +1: POST /cron adds
 		t.Fatalf("routes() covers %d actions, want every one of %v %v %v", len(posts), jobActions, queueActions, workerActions)
 	}
 	return gets, posts

@@ -12,8 +12,8 @@ import (
 // whyWaiting answers "why is this job not moving?" for a job that waits or runs, from
 // what Redis holds now: its due time, its queue's pause, the live workers (whether any
 // claims from its queue and has a handler for its type), its exclusive lock, an expired
-// lease not yet reaped, and a Redis that refuses writes. Times are by this server's
-// clock. Empty when nothing holds it back.
+// lease not yet reaped, a limit of its queue, and a Redis that refuses writes. now is
+// Redis's time. Empty when nothing holds it back.
 func (h *Handler) whyWaiting(ctx context.Context, j *queue.Job, det *queue.Detail, now time.Time) ([]string, error) {
 	switch j.State {
 	case queue.StateReady, queue.StateScheduled, queue.StateRetry, queue.StateActive:
@@ -37,6 +37,9 @@ func (h *Handler) whyWaiting(ctx context.Context, j *queue.Job, det *queue.Detai
 	}
 	if st[0].Paused {
 		why = append(why, "its queue is paused")
+	}
+	if j.State == queue.StateReady && st[0].WaitingOn != "" {
+		why = append(why, limited(st[0], now))
 	}
 	ps, err := h.client.Processes(ctx)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 // workersData is the workers page's data; its JSON is `jobs workers --json`'s.
 type workersData struct {
 	Workers []*queue.Process `json:"workers"`
-	Now     time.Time        `json:"-"`
+	Now     time.Time        `json:"-"` // Redis's time: running jobs' elapsed time is by it
 }
 
 func (h *Handler) workersPage(w http.ResponseWriter, r *http.Request) {
@@ -19,10 +19,15 @@ func (h *Handler) workersPage(w http.ResponseWriter, r *http.Request) {
 		h.failQueue(w, r, err)
 		return
 	}
+	now, err := h.redisNow(r.Context())
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
 	if ps == nil {
 		ps = []*queue.Process{}
 	}
-	h.render(w, r, "workers", "Workers", workersData{Workers: ps, Now: time.Now()}, nil)
+	h.render(w, r, "workers", "Workers", workersData{Workers: ps, Now: now}, nil)
 }
 
 // auditData is the audit page's data: the latest actions, newest first.

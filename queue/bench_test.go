@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -26,13 +27,28 @@ func benchClient(b *testing.B) *Client {
 
 var payload100 = bytes.Repeat([]byte("x"), 100)
 
+// BenchmarkEnqueue is one goroutine enqueueing one job at a time: with a context that
+// cannot end, one that can (an HTTP request's), and with the event stream off.
 func BenchmarkEnqueue(b *testing.B) {
-	c := benchClient(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.Enqueue(ctx, "bench", payload100); err != nil {
-			b.Fatal(err)
-		}
+	cancellable, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, v := range []struct {
+		name   string
+		ctx    context.Context
+		events int
+	}{{"background", ctx, 0}, {"cancellable", cancellable, 0}, {"events=off", ctx, -1}} {
+		b.Run(v.name, func(b *testing.B) {
+			c, err := NewClient(redistest.Client(b), Config{Prefix: redistest.Prefix(b), DoneRetention: -1, Events: v.events})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Enqueue(v.ctx, "bench", payload100); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

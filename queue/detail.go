@@ -91,16 +91,16 @@ func (c *Client) ServerInfo(ctx context.Context) (ServerInfo, error) {
 	if err != nil {
 		return ServerInfo{}, fmt.Errorf("server info: %w", err)
 	}
-	info := ParseInfo(raw)
+	info := parseInfo(raw)
 	si := ServerInfo{Version: info["redis_version"], Policy: info["maxmemory_policy"]}
 	si.UsedBytes, _ = strconv.ParseInt(info["used_memory"], 10, 64)
 	si.MaxBytes, _ = strconv.ParseInt(info["maxmemory"], 10, 64)
 	return si, nil
 }
 
-// ParseInfo reads the "field:value" lines of a Redis INFO reply (sections and comments
+// parseInfo reads the "field:value" lines of a Redis INFO reply (sections and comments
 // skipped).
-func ParseInfo(raw string) map[string]string {
+func parseInfo(raw string) map[string]string {
 	info := map[string]string{}
 	for line := range strings.SplitSeq(raw, "\n") {
 		line = strings.TrimSpace(line)

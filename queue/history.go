@@ -67,7 +67,11 @@ type HistoryStats struct {
 }
 
 // MaxHistory is the longest span History reads: hour buckets are kept 30 days.
-const MaxHistory = proto.MetricsHourRetention
+const MaxHistory = 30 * 24 * time.Hour
+
+// The hour buckets' retention is MaxHistory: a longer one would keep what nobody reads,
+// a shorter one would answer part of a span with zeros.
+var _ = [1]struct{}{}[proto.MetricsHourRetention-MaxHistory]
 
 // History returns queue's metrics history over the span ending now (Redis's clock):
 // one point per minute for a span of up to 2 hours (minute buckets are kept 48 hours),

@@ -62,8 +62,9 @@ type Job struct {
 	// [Attempt]). A running attempt is not in it yet.
 	Attempts []Attempt
 
-	// Lease is the fencing token of the worker's claim, set on the copy a handler gets:
-	// the worker presents it with every report on the job. Empty when read back.
+	// Lease is the fencing token of the worker's claim: the worker keeps it and presents
+	// it with every report on the job. Empty on the copy a handler gets (what a handler
+	// reports goes through the worker) and when read back.
 	Lease string
 }
 

@@ -184,6 +184,17 @@ func TestWatchdogCancelsHandlerBeforeLeaseExpires(t *testing.T) {
 // abandoned that handler: the next job of the key never runs beside it.
 func TestExclusiveLockHeldUntilAbandonedHandlerReturns(t *testing.T) {
 	t.Parallel()
+	// A grace far shorter than the job's timeout once raced the release of the lock with
+	// the abandon (a negative WaitGroup count, or the lock kept forever).
+	for _, grace := range []time.Duration{time.Millisecond, 100 * time.Millisecond} {
+		t.Run(fmt.Sprint("grace ", grace), func(t *testing.T) {
+			t.Parallel()
+			exclusiveLockHeldUntilAbandonedHandlerReturns(t, grace)
+		})
+	}
+}
+
+func exclusiveLockHeldUntilAbandonedHandlerReturns(t *testing.T, grace time.Duration) {
 	c := newClient(t)
 	release := make(chan struct{})
 	var running, peak atomic.Int32
@@ -201,7 +212,7 @@ func TestExclusiveLockHeldUntilAbandonedHandlerReturns(t *testing.T) {
 		secondRan.Store(true)
 		return nil
 	})
-	startWorker(t, c, Config{Concurrency: 4, AbandonGrace: 100 * time.Millisecond, Handler: h})
+	startWorker(t, c, Config{Concurrency: 4, AbandonGrace: grace, Handler: h})
 	first := enqueue(t, c, "report", "stuck", queue.Exclusive("k"), queue.Timeout(100*time.Millisecond), queue.MaxRetry(0))
 	waitState(t, c, "default", first, queue.StateDead, 5*time.Second) // abandoned
 	second := enqueue(t, c, "report", "next", queue.Exclusive("k"))
@@ -222,7 +233,16 @@ func TestRunRefusesASecondConcurrentRun(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	var calls atomic.Int32
-	w, err := New(c, Config{Handler: HandlerFunc(func(context.Context, *queue.Job) error { calls.Add(1); return nil })})
+	var started atomic.Bool
+	draining := make(chan struct{})
+	w, err := New(c, Config{Handler: HandlerFunc(func(_ context.Context, j *queue.Job) error {
+		calls.Add(1)
+		if j.Type == "slow" {
+			started.Store(true)
+			<-draining // ignores its context: the first Run drains until it returns
+		}
+		return nil
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,10 +260,27 @@ func TestRunRefusesASecondConcurrentRun(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("second concurrent Run() did not return")
 	}
+	// While the first Run drains (its context ended, a job still running), a new Run is
+	// refused too: the two would claim for one worker ID.
+	slow := enqueue(t, c, "slow", "")
+	waitState(t, c, "default", slow, queue.StateActive, 5*time.Second)
+	eventually(t, 5*time.Second, "slow job started", func() bool { return started.Load() })
 	cancel1()
+	go func() { second <- w.Run(ctx) }()
+	select {
+	case err := <-second:
+		if !errors.Is(err, ErrRunning) {
+			t.Errorf("Run() while the first drains err = %v, want ErrRunning", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run() while the first drains did not return")
+	}
+	close(draining)
 	if err := <-done1; err != nil {
 		t.Fatalf("first Run() = %v", err)
 	}
+	waitState(t, c, "default", slow, queue.StateDone, 5*time.Second)
+	calls.Add(-1)
 	ctx2, cancel2 := context.WithCancel(ctx)
 	done2 := make(chan error, 1)
 	go func() { done2 <- w.Run(ctx2) }()
@@ -471,7 +508,8 @@ func TestWorkersWithDifferentHandlersShareAQueue(t *testing.T) {
 	resizeOnly.HandleFunc("resize", noop)
 	both.HandleFunc("resize", noop)
 	both.HandleFunc("email", noop)
-	startWorker(t, c, Config{Handler: resizeOnly})
+	var log lockedBuffer // what the worker without the email handler says
+	startWorker(t, c, Config{Handler: resizeOnly, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
 	startWorker(t, c, Config{Handler: both})
 	var ids []string
 	for i := range 40 {
@@ -511,6 +549,21 @@ func TestWorkersWithDifferentHandlersShareAQueue(t *testing.T) {
 	if waiting == 0 {
 		t.Errorf("orphan job never seen waiting with last_error naming the missing handler; last reading %+v", last)
 	}
+	// The operator of the worker without a handler is told, once a minute per type.
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	warned := 0
+	for line := range strings.Lines(log.buf.String()) {
+		if strings.Contains(line, `"level":"WARN","msg":"no handler for a job type here`) {
+			warned++
+			if !strings.Contains(line, `"job_type":"email"`) && !strings.Contains(line, `"job_type":"nobody"`) {
+				t.Errorf("no-handler warning names no job type: %s", line)
+			}
+		}
+	}
+	if warned == 0 || warned > 2 {
+		t.Errorf("%d no-handler warnings from the worker without the email handler, want one per type (email, perhaps nobody): %s", warned, log.buf.String())
+	}
 }
 
 // The handler gets a copy of the job, without the worker's lease token: what it changes
@@ -549,7 +602,7 @@ func TestJobsStartInQueueOrder(t *testing.T) {
 			})})
 			// Far enough ahead that all 200 are scheduled before it passes, even on a
 			// loaded machine under -race (one enqueued after it would be ready at once).
-			at := time.Now().Add(3 * time.Second)
+			at := time.Now().Add(5 * time.Second)
 			var want, ids []string
 			for i := range 200 {
 				opts := []queue.Option{}
@@ -560,7 +613,7 @@ func TestJobsStartInQueueOrder(t *testing.T) {
 				ids = append(ids, enqueue(t, c, "x", fmt.Sprint(i), opts...))
 			}
 			if due && time.Now().After(at) {
-				t.Skip("enqueueing 200 jobs took longer than 3s: cannot test their order at one instant")
+				t.Skip("enqueueing 200 jobs took longer than 5s: cannot test their order at one instant")
 			}
 			for _, id := range ids {
 				waitState(t, c, "default", id, queue.StateDone, 15*time.Second)

@@ -204,3 +204,38 @@ func ExampleProgress() {
 	// done 100% 3 of 3 parts
 	// processed in the last hour: 1
 }
+
+func ExampleConfig_types() {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-types"})
+
+	dead := make(chan *queue.Job)
+	w, _ := worker.New(client, worker.Config{
+		Handler: worker.HandlerFunc(func(ctx context.Context, job *queue.Job) error {
+			deadline, _ := ctx.Deadline()
+			fmt.Printf("attempt %d, deadline in about %s\n", job.Attempt, time.Until(deadline).Round(time.Hour))
+			return errors.New("warehouse offline")
+		}),
+		// Policies per job type, decided by the handler's author whatever the enqueuer set:
+		// reports may run 2 hours, are retried once, 10ms after a failure.
+		Types: map[string]worker.TypePolicy{"report": {
+			Timeout:  2 * time.Hour,
+			MaxRetry: 1,
+			Backoff:  func(*queue.Job, error) time.Duration { return 10 * time.Millisecond },
+		}},
+		OnDead: func(job *queue.Job, err error) { dead <- job },
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	client.Enqueue(ctx, "report", nil, queue.MaxRetry(10)) // the type's MaxRetry bounds it
+	job := <-dead
+	fmt.Println("dead after attempt", job.Attempt)
+	stop()
+	<-stopped
+	// Output:
+	// attempt 1, deadline in about 2h0m0s
+	// attempt 2, deadline in about 2h0m0s
+	// dead after attempt 2
+}

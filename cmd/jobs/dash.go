@@ -26,7 +26,8 @@ func dashCommand(e *env) *cli.Command {
 		Name:  "dash",
 		Usage: "serve the web dashboard: queues, jobs, workers, actions, audit log",
 		Description: "Listens on loopback unless told otherwise; any other --listen address needs --auth\n" +
-			"(HTTP basic auth). --read-only refuses every action (HTTP 403) however it is sent.\n" +
+			"(HTTP basic auth). Loopback is judged by IP: \":7420\" and \"0.0.0.0:7420\" are not, a host\n" +
+			"name is when every address it resolves to is. --read-only refuses every action (HTTP 403) however it is sent.\n" +
 			"Every page also answers Accept: application/json with the --json data. Examples:\n\n" +
 			"   jobs dash                                  # http://127.0.0.1:7420/\n" +
 			"   JOBS_DASH_AUTH=ops:s3cret jobs dash --listen 0.0.0.0:7420 --read-only",
@@ -42,7 +43,8 @@ func dashCommand(e *env) *cli.Command {
 			}
 			opts := webdash.Options{ReadOnly: c.Bool("read-only"), BasePath: c.String("base-path"),
 				Logger: slog.New(slog.NewTextHandler(e.stderr, nil))}
-			if err := dashAuth(c.String("auth"), c.String("listen"), &opts); err != nil {
+			listen, err := dashAuth(c.Context, c.String("auth"), c.String("listen"), &opts)
+			if err != nil {
 				return err
 			}
 			client, err := connect(c)
@@ -50,7 +52,7 @@ func dashCommand(e *env) *cli.Command {
 				return err
 			}
 			defer broker.Of(client).Redis().Close()
-			url, stop, err := serveDash(c.String("listen"), client, opts)
+			url, stop, err := serveDash(listen, client, opts)
 			if err != nil {
 				return err
 			}
@@ -66,26 +68,58 @@ func dashCommand(e *env) *cli.Command {
 	}
 }
 
+// lookupIPAddr resolves --listen's host name; tests replace it to give a name addresses
+// this machine's resolver would not.
+var lookupIPAddr = net.DefaultResolver.LookupIPAddr
+
 // dashAuth sets opts.Authorize from --auth USER:PASS, and refuses to serve a
 // non-loopback address without it: a dashboard that can purge queues is not left open to
-// a network by accident.
-func dashAuth(auth, listen string, opts *webdash.Options) error {
+// a network by accident. It returns the address to listen on.
+//
+// Without auth, loopback is judged by IP: an empty host (":7420", every interface) or an
+// unspecified one (0.0.0.0, ::) is not loopback, and a host name counts only if every
+// address it resolves to is loopback; the dashboard then listens on the first of them,
+// so a name that resolves otherwise by the time it listens cannot widen it.
+func dashAuth(ctx context.Context, auth, listen string, opts *webdash.Options) (string, error) {
 	if auth != "" {
 		user, pass, ok := strings.Cut(auth, ":")
 		if !ok || user == "" || pass == "" {
-			return usagef("--auth: want USER:PASS, both non-empty")
+			return "", usagef("--auth: want USER:PASS, both non-empty")
 		}
 		opts.Authorize = webdash.BasicAuth(user, pass)
-		return nil
+		return listen, nil
 	}
-	host, _, err := net.SplitHostPort(listen)
+	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return usagef("--listen %q: want HOST:PORT (%v)", listen, err)
+		return "", usagef("--listen %q: want HOST:PORT (%v)", listen, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return usagef("--listen %s is not a loopback address: give --auth USER:PASS (or JOBS_DASH_AUTH) to serve beyond this machine", listen)
+	refuse := func(why string) error {
+		return usagef("--listen %s %s: give --auth USER:PASS (or JOBS_DASH_AUTH) to serve beyond this machine", listen, why)
 	}
-	return nil
+	if host == "" {
+		return "", refuse("is not a loopback address (no host: every interface)")
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if !ip.IsLoopback() {
+			return "", refuse("is not a loopback address")
+		}
+		return listen, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := lookupIPAddr(ctx, host)
+	if err != nil {
+		return "", refuse(fmt.Sprintf("is not a loopback address (%s does not resolve: %v)", host, err))
+	}
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			return "", refuse(fmt.Sprintf("is not a loopback address (%s resolves to %s)", host, a.IP))
+		}
+	}
+	if len(addrs) == 0 {
+		return "", refuse(fmt.Sprintf("is not a loopback address (%s resolves to nothing)", host))
+	}
+	return net.JoinHostPort(addrs[0].IP.String(), port), nil
 }
 
 // serveDash listens on addr at once (a taken port fails the command) and serves the

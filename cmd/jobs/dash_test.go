@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +31,9 @@ func TestDashRefusesBadUsage(t *testing.T) {
 		{[]string{"dash", "--listen", "0.0.0.0:7420"}, "not a loopback address: give --auth"},
 		{[]string{"dash", "--listen", ":7420"}, "not a loopback address"},
 		{[]string{"dash", "--listen", "192.0.2.1:7420"}, "not a loopback address"},
+		{[]string{"dash", "--listen", "0.0.0.0:"}, "not a loopback address"},
+		{[]string{"dash", "--listen", "[::]:7420"}, "not a loopback address"},
+		{[]string{"dash", "--listen", ":"}, "not a loopback address"},
 		{[]string{"dash", "--listen", "nonsense"}, "want HOST:PORT"},
 		{[]string{"dash", "--auth", "nopass"}, "--auth: want USER:PASS"},
 		{[]string{"dash", "--auth", ":pass"}, "--auth: want USER:PASS"},
@@ -168,5 +173,69 @@ func TestDashJSONMatchesCLI(t *testing.T) {
 		if tc.dash != tc.cli {
 			t.Errorf("%s:\ndash %s\ncli  %s", tc.what, tc.dash, tc.cli)
 		}
+	}
+}
+
+// TestDashListenLoopbackByIP: without --auth, only an address whose IP is loopback is
+// served, a host name only when every address it resolves to is, and then on that IP.
+func TestDashListenLoopbackByIP(t *testing.T) {
+	names := map[string][]net.IPAddr{
+		"loopback.test": {{IP: net.ParseIP("127.0.0.1")}, {IP: net.ParseIP("::1")}},
+		"mixed.test":    {{IP: net.ParseIP("127.0.0.1")}, {IP: net.ParseIP("192.0.2.7")}},
+		"public.test":   {{IP: net.ParseIP("192.0.2.7")}},
+		"empty.test":    {},
+	}
+	real := lookupIPAddr
+	lookupIPAddr = func(ctx context.Context, host string) ([]net.IPAddr, error) {
+		if as, ok := names[host]; ok {
+			return as, nil
+		}
+		return real(ctx, host)
+	}
+	t.Cleanup(func() { lookupIPAddr = real })
+	for _, tc := range []struct {
+		listen, want, refused string // want: the address served; refused: the error's words
+	}{
+		{"127.0.0.1:7420", "127.0.0.1:7420", ""},
+		{"127.0.0.2:0", "127.0.0.2:0", ""},
+		{"[::1]:7420", "[::1]:7420", ""},
+		{"loopback.test:7420", "127.0.0.1:7420", ""},
+		{"localhost:", "", ""}, // this machine's resolver: served on a loopback IP (checked below)
+		{":7420", "", "no host: every interface"},
+		{":", "", "no host: every interface"},
+		{"0.0.0.0:", "", "is not a loopback address"},
+		{"[::]:0", "", "is not a loopback address"},
+		{"192.0.2.1:7420", "", "is not a loopback address"},
+		{"mixed.test:7420", "", "mixed.test resolves to 192.0.2.7"},
+		{"public.test:", "", "public.test resolves to 192.0.2.7"},
+		{"empty.test:7420", "", "resolves to nothing"},
+	} {
+		var opts webdash.Options
+		got, err := dashAuth(context.Background(), "", tc.listen, &opts)
+		switch {
+		case tc.refused != "":
+			if err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "--auth") {
+				t.Errorf("dashAuth(%q) = %q, %v; want refused with %q and a hint of --auth", tc.listen, got, err, tc.refused)
+			}
+		case err != nil:
+			t.Errorf("dashAuth(%q) err = %v, want it served", tc.listen, err)
+		case tc.want != "" && got != tc.want:
+			t.Errorf("dashAuth(%q) = %q, want %q", tc.listen, got, tc.want)
+		case tc.want == "":
+			host, _, _ := net.SplitHostPort(got)
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+				t.Errorf("dashAuth(%q) = %q, want a loopback IP", tc.listen, got)
+			}
+		}
+		if opts.Authorize != nil {
+			t.Errorf("dashAuth(%q) without --auth set an Authorize", tc.listen)
+		}
+	}
+	// With --auth, any address is served as given.
+	var opts webdash.Options
+	if got, err := dashAuth(context.Background(), "ops:pw", "0.0.0.0:7420", &opts); err != nil || got != "0.0.0.0:7420" ||
+		opts.Authorize == nil {
+		t.Errorf("dashAuth(0.0.0.0:7420, --auth) = %q, %v (Authorize set: %v); want served with auth", got, err,
+			opts.Authorize != nil)
 	}
 }

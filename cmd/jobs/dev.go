@@ -86,11 +86,12 @@ func devCommand(e *env) *cli.Command {
 			}
 			if dashAddr != "" {
 				var opts webdash.Options
-				if err := dashAuth("", dashAddr, &opts); err != nil {
+				listen, err := dashAuth(c.Context, "", dashAddr, &opts)
+				if err != nil {
 					return usagef("--dash: %v (jobs dev serves the dashboard on loopback only)", err)
 				}
 				opts.Logger = slog.New(slog.NewTextHandler(e.stderr, nil))
-				dashURL, stopDash, err := serveDash(dashAddr, client, opts)
+				dashURL, stopDash, err := serveDash(listen, client, opts)
 				if err != nil {
 					return fmt.Errorf("%v (try --dash 127.0.0.1:0 for any free port, or --dash '' for none)", err)
 				}

@@ -24,6 +24,9 @@
     var fg = getComputedStyle(document.body).color;
     var opts = {
       width: Math.max(300, el.clientWidth || 600), height: 200,
+      // Room on the right for the last x-axis label, which is centred on its tick at the
+      // plot's right edge (uPlot's automatic padding leaves it cut in half).
+      padding: [null, 36, null, null],
       series: [{}, { label: "processed", stroke: "#2e7d32", width: 2 }, { label: "failed", stroke: "#c62828", width: 2 }],
       axes: [{ stroke: fg }, { stroke: fg }]
     };
