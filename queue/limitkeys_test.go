@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -201,83 +200,13 @@ func TestKeyLimitModel(t *testing.T) {
 		enqueueN(t, c, n, opts...)
 	}
 	var held []*Job
-	take := func() *Job {
-		i := rng.IntN(len(held))
-		j := held[i]
-		held = append(held[:i], held[i+1:]...)
-		return j
-	}
 	for range 4 {
 		enqueue(5)
 	}
 	for step := range steps {
-		op := rng.IntN(9)
-		var what string
-		switch {
-		case op == 0:
-			enqueue(1 + rng.IntN(4))
-			what = "enqueue"
-		case op <= 2:
-			_, jobs, _, err := c.broker().AckClaimLimited(ctx, "default", nil, nil, 1+rng.IntN(6), time.Minute, "w")
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, jobs...)
-			what = fmt.Sprintf("claim: %d", len(jobs))
-		case len(held) == 0:
+		what := modelStep(t, c, rng, &held, enqueue)
+		if what == "" {
 			continue
-		case op == 3:
-			j := take()
-			if _, _, _, err := c.broker().AckClaimLimited(ctx, "default", []*Job{j}, [][]byte{nil}, rng.IntN(3), time.Minute, "w"); err != nil {
-				t.Fatal(err)
-			}
-			what = "ack+claim " + j.ID
-		case op == 4:
-			j := take()
-			_, _ = c.broker().Fail(ctx, j, "boom", time.Duration(rng.IntN(2))*time.Millisecond)
-			what = "fail " + j.ID
-		case op == 5:
-			j := take()
-			_ = c.broker().HandBack(ctx, j, time.Duration(rng.IntN(2))*time.Millisecond)
-			what = "hand back " + j.ID
-		case op == 6:
-			j := held[rng.IntN(len(held))]
-			c.rdb.ZAddXX(ctx, qk.active, redis.Z{Score: 1, Member: j.ID})
-			if j.LimitKey != "" {
-				c.rdb.ZAddXX(ctx, base+"kactive:"+j.LimitKey, redis.Z{Score: 1, Member: j.ID})
-			}
-			what = "lease ran out " + j.ID
-		case op == 7:
-			lost, _, err := c.broker().Heartbeat(ctx, "default", time.Minute, held)
-			if err != nil {
-				t.Fatal(err)
-			}
-			keep := held[:0]
-			for _, j := range held {
-				gone := false
-				for _, l := range lost {
-					gone = gone || l == j.Lease
-				}
-				if !gone {
-					keep = append(keep, j)
-				}
-			}
-			held = keep
-			what = fmt.Sprintf("heartbeat: %d lost", len(lost))
-		default:
-			if rng.IntN(2) == 0 {
-				if _, err := c.broker().Reap(ctx, "default"); err != nil {
-					t.Fatal(err)
-				}
-				what = "reap"
-			} else {
-				j := held[rng.IntN(len(held))]
-				_, _ = c.Cancel(ctx, "default", j.ID)
-				what = "cancel " + j.ID
-			}
-		}
-		if rng.IntN(10) == 0 {
-			_, _, _ = c.broker().Promote(ctx, "default")
 		}
 		now := c.rdb.Time(ctx).Val().UnixMilli()
 		after := "(" + strconv.FormatInt(now, 10)

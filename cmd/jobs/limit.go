@@ -50,27 +50,13 @@ func limitCommand(e *env) *cli.Command {
 						return usagef("limit set takes one queue name, got %d arguments", c.NArg())
 					}
 					var l queue.Limit
-					if c.IsSet("concurrency") {
-						if l.Concurrency = c.Int("concurrency"); l.Concurrency <= 0 {
-							return usagef("--concurrency must be a positive integer, got %d (jobs limit rm --concurrency removes it)", l.Concurrency)
-						}
+					var err error
+					l.Concurrency, l.Rate, l.Period, l.Burst, err = limitFlags(c, "", "--concurrency")
+					if err != nil {
+						return err
 					}
-					if c.IsSet("rate") {
-						n, period, err := queue.ParseRate(c.String("rate"))
-						if err != nil {
-							return usagef("--rate: %v", err)
-						}
-						l.Rate, l.Period = n, period
-					}
-					if c.IsSet("burst") {
-						if !c.IsSet("rate") {
-							return usagef("--burst needs --rate (the burst belongs to a rate)")
-						}
-						if l.Burst = c.Int("burst"); l.Burst <= 0 {
-							return usagef("--burst must be a positive integer, got %d", l.Burst)
-						}
-					}
-					if err := keyLimitFlags(c, &l); err != nil {
+					l.KeyConcurrency, l.KeyRate, l.KeyPeriod, l.KeyBurst, err = limitFlags(c, "key-", "--keys")
+					if err != nil {
 						return err
 					}
 					if l == (queue.Limit{}) {
@@ -261,29 +247,28 @@ func optTime(t time.Time) *time.Time {
 	return &t
 }
 
-// keyLimitFlags reads `jobs limit set`'s --key-concurrency, --key-rate and --key-burst into l.
-func keyLimitFlags(c *cli.Context, l *queue.Limit) error {
-	if c.IsSet("key-concurrency") {
-		if l.KeyConcurrency = c.Int("key-concurrency"); l.KeyConcurrency <= 0 {
-			return usagef("--key-concurrency must be a positive integer, got %d (jobs limit rm --keys removes it)", l.KeyConcurrency)
+// limitFlags reads `jobs limit set`'s --concurrency, --rate and --burst, or with prefix
+// "key-" the same for every limit key; rm names the `jobs limit rm` flag that removes them.
+func limitFlags(c *cli.Context, prefix, rm string) (conc, rate int, period time.Duration, burst int, err error) {
+	if c.IsSet(prefix + "concurrency") {
+		if conc = c.Int(prefix + "concurrency"); conc <= 0 {
+			return 0, 0, 0, 0, usagef("--%sconcurrency must be a positive integer, got %d (jobs limit rm %s removes it)", prefix, conc, rm)
 		}
 	}
-	if c.IsSet("key-rate") {
-		n, period, err := queue.ParseRate(c.String("key-rate"))
-		if err != nil {
-			return usagef("--key-rate: %v", err)
-		}
-		l.KeyRate, l.KeyPeriod = n, period
-	}
-	if c.IsSet("key-burst") {
-		if !c.IsSet("key-rate") {
-			return usagef("--key-burst needs --key-rate (the burst belongs to a rate)")
-		}
-		if l.KeyBurst = c.Int("key-burst"); l.KeyBurst <= 0 {
-			return usagef("--key-burst must be a positive integer, got %d", l.KeyBurst)
+	if c.IsSet(prefix + "rate") {
+		if rate, period, err = queue.ParseRate(c.String(prefix + "rate")); err != nil {
+			return 0, 0, 0, 0, usagef("--%srate: %v", prefix, err)
 		}
 	}
-	return nil
+	if c.IsSet(prefix + "burst") {
+		if !c.IsSet(prefix + "rate") {
+			return 0, 0, 0, 0, usagef("--%sburst needs --%srate (the burst belongs to a rate)", prefix, prefix)
+		}
+		if burst = c.Int(prefix + "burst"); burst <= 0 {
+			return 0, 0, 0, 0, usagef("--%sburst must be a positive integer, got %d", prefix, burst)
+		}
+	}
+	return conc, rate, period, burst, nil
 }
 
 // printKeyLimits writes the key limits of the queues that have any, or keys waiting: KEY *
