@@ -94,9 +94,9 @@ func (l *loop) exchange(now time.Time) {
 	for _, q := range l.queues {
 		// Acks ride with claims; alone, they go when nothing is in flight on the queue
 		// (the reply of what is in flight sends them at once), or when stopping.
-		// On a queue with a concurrency limit, acks go at once: each holds a slot of the
-		// limit until it reaches Redis.
-		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || (l.stopping || q.limit.conc > 0) && q.inflight < 2)
+		// On a queue near its concurrency limit, acks go at once: each holds a slot of
+		// the limit until it reaches Redis.
+		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || (l.stopping || l.nearLimit(q)) && q.inflight < 2)
 		if q.inflight < 2 && !now.Before(q.retryAt) && (q.share > 0 || acksAlone) {
 			l.sendExchange(q, q.share, now)
 		}

@@ -172,13 +172,20 @@ func pausesKey(err error) bool {
 	return errors.As(err, &p) && p.pauseKey
 }
 
-// limitedAcks reports whether a queue with a concurrency limit has acks waiting: their
+// limitedAcks reports whether a queue near its concurrency limit has acks waiting: their
 // jobs are done, yet hold slots of the limit until the acks reach Redis.
 func (l *loop) limitedAcks() bool {
 	for _, q := range l.queues {
-		if q.limit.conc > 0 && len(q.acks) > 0 {
+		if l.nearLimit(q) && len(q.acks) > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// nearLimit reports whether q's concurrency limit may bind: its last claim left no more
+// slots free than this worker has. Far from it (a limit that never binds), acks and
+// claims are batched as on any queue.
+func (l *loop) nearLimit(q *queueState) bool {
+	return q.limit.conc > 0 && q.limit.free <= l.cfg.Concurrency
 }
