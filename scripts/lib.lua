@@ -312,6 +312,8 @@ end
 -- the keys due before it), or later when a limit holds it back: its earliest lease
 -- deadline (concurrency) or its next token (rate), whichever is later.
 local function key_claimed(ring, recs, deadline, now, now_us)
+  -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
+  local places, gone = {}, {}
   for _, r in ipairs(recs) do
     local m = #r.ids
     if m > 0 then
@@ -325,7 +327,7 @@ local function key_claimed(ring, recs, deadline, now, now_us)
       redis.call('SET', r.tat, string.format('%.0f', tat), 'PX', math.floor((tat - now_us) / 1000) + 1)
     end
     if redis.call('LLEN', r.list) == 0 then
-      redis.call('ZREM', ring, r.key)
+      gone[#gone + 1] = r.key
     else
       if r.free and r.free - m <= 0 then
         local first = redis.call('ZRANGEBYSCORE', r.act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -334,9 +336,12 @@ local function key_claimed(ring, recs, deadline, now, now_us)
       if r.tau and r.tokens - m <= 0 then
         at = math.max(at, r.base + m * r.tau - (r.sp.burst - 1) * r.tau)
       end
-      redis.call('ZADD', ring, at, r.key)
+      places[#places + 1] = at
+      places[#places + 1] = r.key
     end
   end
+  if #places > 0 then redis.call('ZADD', ring, unpack(places)) end
+  if #gone > 0 then redis.call('ZREM', ring, unpack(gone)) end
 end
 
 -- ack_jobs settles jobs whose handler succeeded (ack.lua, ackclaim.lua): each goes from
