@@ -25,8 +25,9 @@ func limitCommand(e *env) *cli.Command {
 				Description: "--concurrency N: at most N of the queue's jobs run at once, across all workers\n" +
 					"(jobs a worker claimed ahead count; a dead worker's slots return when its leases expire).\n" +
 					"--rate N/PERIOD: at most N job starts (retries included) per PERIOD, evenly spaced;\n" +
-					"with --burst B, up to B at once and at most N+B-1 in any PERIOD (GCRA). Above about\n" +
-					"100/s give a burst of about N/100: each start without one is a claim of its own.\n" +
+					"with --burst B, up to B at once and at most N+B-1 in any PERIOD (GCRA). A claim takes\n" +
+					"the tokens due within 20ms and each job starts at its token's instant, so the rate is\n" +
+					"delivered in full (1000/s: 999/s measured).\n" +
 					"PERIOD is a duration (500ms, 10s, 1m) or a unit (s, m, h).\n" +
 					"--key-concurrency and --key-rate (--key-burst) are the same for the jobs of each limit key\n" +
 					"(jobs enqueue --limit-key K) on its own: the default of every key, or with --key K (repeatable)\n" +
