@@ -24,7 +24,10 @@ import (
 //     token bucket of Burst tokens refilled one per Period/Rate: at most Rate+Burst-1
 //     starts in any window of one Period, evenly spaced at the full rate. Burst 0 is 1 (no
 //     burst: at most Rate in any Period). A job claimed and then handed back unrun (a
-//     stopping worker, a job claimed ahead that waited too long) has spent its token.
+//     stopping worker, a job claimed ahead that waited too long) has spent its token. A
+//     claim may take the tokens due within 20ms: such a job's start (Job.StartedAt) is
+//     its token's instant, and the worker starts its handler then, so a binding rate is
+//     delivered in full.
 //   - KeyConcurrency, KeyRate per KeyPeriod with KeyBurst: the same, for the jobs of each
 //     limit key (see [LimitKey]) on its own: the default of every key of the queue;
 //     [Client.SetKeyLimit] gives some keys their own. A key's concurrency counts its
