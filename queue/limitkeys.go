@@ -122,3 +122,19 @@ func (k KeyStatus) Waiting(at time.Time) (why string, until time.Time) {
 	}
 	return "key pause", k.Due
 }
+
+// KeysHeldUntil is, when every limit key with jobs ready waits on its own limits (none
+// is due at At), when the first is due; zero otherwise. The keys reported include the
+// first ones the claims will serve, so the earliest due among them is the ring's.
+func (s LimitStatus) KeysHeldUntil() time.Time {
+	var first time.Time
+	for _, k := range s.Keys {
+		if k.Ready && (first.IsZero() || k.Due.Before(first)) {
+			first = k.Due
+		}
+	}
+	if first.After(s.At) {
+		return first
+	}
+	return time.Time{}
+}

@@ -49,6 +49,15 @@ func TestKeyFairnessNoHeadOfLineBlocking(t *testing.T) {
 	if lim.Wait < 29*time.Second || lim.Wait > 31*time.Second {
 		t.Errorf("wait = %v, want about the lease (30s): A's earliest lease deadline", lim.Wait)
 	}
+	// Stats say the queue waits on its keys, until A's slot frees at the latest.
+	st, err := c.Stats(ctx)
+	if err != nil || len(st) != 1 {
+		t.Fatalf("Stats() = %+v, %v", st, err)
+	}
+	if s := st[0]; s.Ready != 0 || s.KeysWaiting != 1 || s.WaitingOn != KeyWait ||
+		time.Until(s.WaitingUntil) < 25*time.Second {
+		t.Errorf("Stats() = %+v; want nothing ready without a key, 1 key waiting, waiting on keys for about the lease", s)
+	}
 	if err := c.broker().Ack(ctx, a, nil); err != nil {
 		t.Fatal(err)
 	}
