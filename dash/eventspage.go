@@ -23,7 +23,7 @@ type eventsData struct {
 	Names  []string      `json:"-"`
 }
 
-var eventNames = []string{"enqueued", "scheduled", "started", "done", "retry", "dead", "reaped", "handed_back",
+var eventNames = []string{"waiting", "enqueued", "scheduled", "started", "done", "retry", "dead", "reaped", "handed_back",
 	"postponed", "cancelled", "requeued", "purged", "deleted", "paused", "resumed"}
 
 // eventsPage shows the latest events: of one queue (its last 200 stream entries), or of

@@ -26,6 +26,12 @@ type jobData struct {
 	CLI          []string   `json:"cli"` // commands that act on this job from a shell
 	// Why says what holds a waiting or running job back, if anything (see whyWaiting).
 	Why []string `json:"why"`
+	// Dependencies are the jobs it waits or waited for (queue.After), with their state;
+	// Batch is its batch's state and counts (nil outside a batch, or once the batch
+	// record expired).
+	Dependencies []queue.Dependency `json:"dependencies,omitempty"`
+	Dependents   []queue.JobRef     `json:"dependents,omitempty"` // the jobs waiting on it
+	Batch        *queue.BatchStatus `json:"batch,omitempty"`
 
 	Payload shownBytes    `json:"-"`
 	Result  shownBytes    `json:"-"`
@@ -62,7 +68,7 @@ func jobActionsFor(st queue.State) []string {
 		return []string{"retry", "delete"}
 	case queue.StateScheduled, queue.StateRetry:
 		return []string{"run", "cancel", "delete"}
-	case queue.StateReady:
+	case queue.StateReady, queue.StateWaiting:
 		return []string{"cancel", "delete"}
 	case queue.StateActive:
 		return []string{"cancel"}
@@ -106,6 +112,17 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Why == nil {
 		d.Why = []string{}
+	}
+	if d.Dependencies, err = h.client.Dependencies(ctx, j); err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if d.Dependents, err = h.client.Dependents(ctx, j); err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if !j.Batch.IsZero() {
+		d.Batch, _ = h.client.BatchStatus(ctx, j.Batch) // nil once the batch record expired
 	}
 	qid := "--queue " + shellQuote(j.Queue) + " " + shellQuote(j.ID)
 	d.CLI = []string{"jobs inspect " + qid}

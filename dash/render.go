@@ -226,7 +226,7 @@ var funcs = template.FuncMap{
 }
 
 // states in the order of the queue page's tabs.
-var states = []queue.State{queue.StateReady, queue.StateScheduled, queue.StateActive, queue.StateRetry,
+var states = []queue.State{queue.StateWaiting, queue.StateReady, queue.StateScheduled, queue.StateActive, queue.StateRetry,
 	queue.StateDead, queue.StateDone}
 
 func roundDur(d time.Duration) string {

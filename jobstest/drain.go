@@ -95,7 +95,7 @@ func Drain(t testing.TB, c *queue.Client, cfg worker.Config) []*queue.Job {
 const dueSoon = 100 * time.Millisecond
 
 // settled reports whether no job of queues is ready, active, or due soon in retry
-// or scheduled.
+// or scheduled, and no end of one is still to be delivered to another queue's workflow.
 func settled(t testing.TB, c *queue.Client, queues []string) bool {
 	t.Helper()
 	ctx := context.Background()
@@ -106,6 +106,13 @@ func settled(t testing.TB, c *queue.Client, queues []string) bool {
 	soon := time.Now().Add(dueSoon)
 	for _, q := range queues {
 		if depths[q][queue.StateReady] > 0 || depths[q][queue.StateActive] > 0 {
+			return false
+		}
+		// A workflow's end not yet told to a dependent or batch of another queue: the
+		// worker delivers it, and the dependent may then be ready.
+		if n, err := c.Undelivered(ctx, q); err != nil {
+			t.Fatalf("jobstest: %v", err)
+		} else if n > 0 {
 			return false
 		}
 		for _, st := range []queue.State{queue.StateRetry, queue.StateScheduled} {

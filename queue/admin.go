@@ -26,7 +26,9 @@ type QueueStats struct {
 	Retry     int64  `json:"retry"`
 	Dead      int64  `json:"dead"`
 	Done      int64  `json:"done"` // retained done jobs (DoneRetention, DoneMax)
-	Paused    bool   `json:"paused"`
+	// Waiting counts the jobs waiting for their dependencies (After, AfterJob).
+	Waiting int64 `json:"waiting"`
+	Paused  bool  `json:"paused"`
 	// ProcessedToday counts attempts that ended today (UTC, by Redis's clock): done or
 	// failed. FailedToday counts failed attempts (errors, panics, timeouts, expired
 	// leases), retried or not.
@@ -94,8 +96,8 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 	}
 	day := now.UTC().Format(time.DateOnly)
 	type counts struct {
-		ready, scheduled, active, retry, dead, done, paused *redis.IntCmd
-		processed, failed, head                             *redis.StringCmd
+		ready, scheduled, active, retry, dead, done, paused, waiting *redis.IntCmd
+		processed, failed, head                                      *redis.StringCmd
 	}
 	pipe := c.rdb.Pipeline()
 	cs := make([]counts, len(qs))
@@ -105,7 +107,7 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 			ready: pipe.LLen(ctx, k.ready), scheduled: pipe.ZCard(ctx, k.scheduled),
 			active: pipe.ZCard(ctx, k.active), retry: pipe.ZCard(ctx, k.retry),
 			dead: pipe.ZCard(ctx, k.dead), done: pipe.ZCard(ctx, k.done),
-			paused:    pipe.Exists(ctx, k.paused),
+			paused: pipe.Exists(ctx, k.paused), waiting: pipe.ZCard(ctx, k.waiting),
 			processed: pipe.Get(ctx, k.stats+"processed:"+day), failed: pipe.Get(ctx, k.stats+"failed:"+day),
 			head: pipe.LIndex(ctx, k.ready, -1), // the right end is claimed next
 		}
@@ -136,7 +138,7 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 		p, _ := x.processed.Int64()
 		f, _ := x.failed.Int64()
 		out[i] = QueueStats{Name: q, Ready: x.ready.Val(), Scheduled: x.scheduled.Val(),
-			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(),
+			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(), Waiting: x.waiting.Val(),
 			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f,
 			Workers: workers[q], Latency: latency[i]}
 		out[i].KeysWaiting = limits[i].KeysWaiting
@@ -344,9 +346,9 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	}
 	qk := c.keys.queue(queue)
 	index := map[State]string{StateReady: qk.ready, StateScheduled: qk.scheduled,
-		StateRetry: qk.retry, StateDone: qk.done, StateDead: qk.dead}[state]
+		StateRetry: qk.retry, StateDone: qk.done, StateDead: qk.dead, StateWaiting: qk.waiting}[state]
 	if index == "" {
-		return 0, invalid("purge state %q: want ready, scheduled, retry, done or dead (cancel active jobs instead)", state)
+		return 0, invalid("purge state %q: want waiting, ready, scheduled, retry, done or dead (cancel active jobs instead)", state)
 	}
 	// Bound the purge by the jobs there when it starts: with workers running, jobs keep
 	// entering the state (dying, retrying, becoming ready), and a purge that chased them
@@ -365,7 +367,7 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	total := 0
 	for left > 0 {
 		n, err := c.run(ctx, scripts.Purge, []string{index, qk.events}, qk.jobPrefix, min(left, 1000), string(state),
-			maxScore, c.eventsMax()).Int()
+			maxScore, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
 		if err != nil {
 			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
 		}
@@ -400,12 +402,12 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 	// states while the counts are read would otherwise be counted in neither, or twice).
 	// A queue's keys share a slot; on a cluster go-redis runs one MULTI per slot.
 	pipe := c.rdb.TxPipeline()
-	type cmds struct{ ready, scheduled, active, retry, dead *redis.IntCmd }
+	type cmds struct{ ready, scheduled, active, retry, dead, waiting *redis.IntCmd }
 	cs := make([]cmds, len(queues))
 	for i, q := range queues {
 		k := c.keys.queue(q)
 		cs[i] = cmds{pipe.LLen(ctx, k.ready), pipe.ZCard(ctx, k.scheduled), pipe.ZCard(ctx, k.active),
-			pipe.ZCard(ctx, k.retry), pipe.ZCard(ctx, k.dead)}
+			pipe.ZCard(ctx, k.retry), pipe.ZCard(ctx, k.dead), pipe.ZCard(ctx, k.waiting)}
 	}
 	if len(queues) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -416,7 +418,7 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 	for i, q := range queues {
 		x := cs[i]
 		out[q] = map[State]int64{StateReady: x.ready.Val(), StateScheduled: x.scheduled.Val(),
-			StateActive: x.active.Val(), StateRetry: x.retry.Val(), StateDead: x.dead.Val()}
+			StateActive: x.active.Val(), StateRetry: x.retry.Val(), StateDead: x.dead.Val(), StateWaiting: x.waiting.Val()}
 	}
 	return out, nil
 }
@@ -430,7 +432,7 @@ func (c *Client) Delete(ctx context.Context, queue, id string) error {
 	}
 	qk := c.keys.queue(queue)
 	res, err := c.run(ctx, scripts.Delete, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.done, qk.events},
-		qk.jobPrefix, id, c.eventsMax()).Text()
+		qk.jobPrefix, id, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Text()
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}

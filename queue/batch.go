@@ -120,7 +120,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	inCall := registerInCall(prep)
 	res := c.enqueuePrepared(ctx, prep)
+	c.link(ctx, prep, res, inCall)
 	return res, batchError(res)
 }
 
@@ -209,7 +211,7 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 			}
 			cur, count, at = g, 0, len(args)
 			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
-				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta, g.limitKey)
+				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta, g.after, g.batch, g.dependents, g.limitKey)
 		}
 		args = append(args, p.id, p.payload)
 		if p.ukey != "" {

@@ -168,6 +168,14 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts .
 	if err != nil {
 		return "", err
 	}
+	if len(job.o.after) > 0 { // a workflow: written, then linked (workflow.go)
+		res := c.enqueuePrepared(ctx, []prepared{job})
+		c.link(ctx, []prepared{job}, res, nil)
+		if errors.Is(res[0].Err, ErrUncertain) {
+			return job.id, res[0].Err
+		}
+		return res[0].ID, res[0].Err
+	}
 	res, err := c.enqueues.Do(ctx, job)
 	if errors.Is(err, coalesce.ErrInFlight) {
 		return job.id, fmt.Errorf("enqueue: %w: %w", ErrUncertain, ctx.Err())
@@ -232,6 +240,9 @@ type group struct {
 	limitKey                      string
 	keep, fresh                   bool
 	meta                          string // key\tvalue\tkey\tvalue...; "" = none
+	after                         string // policy\tqueue\tid...; "" = no dependencies
+	batch                         string // queue\tbatch; "" = in no batch
+	dependents                    string // queue\tid...: its dependents in the same call
 }
 
 func (p *prepared) group() group {
@@ -249,6 +260,7 @@ func (p *prepared) group() group {
 	if len(p.o.meta) > 0 {
 		g.meta = strings.Join(p.o.meta, "\t")
 	}
+	g.after, g.batch, g.dependents = p.o.afterArg(), p.o.batch, strings.Join(p.o.dependents, "\t")
 	return g
 }
 

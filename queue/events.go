@@ -25,7 +25,8 @@ type EventName string
 // the scheduled or retry event announced it, and the next event (started, cancelled)
 // shows it happened.
 const (
-	EventEnqueued   EventName = "enqueued"    // a new job is ready
+	EventWaiting    EventName = "waiting"     // a new job waits for its dependencies (After); enqueued follows when they ended
+	EventEnqueued   EventName = "enqueued"    // a new job is ready (or a waiting one, its dependencies ended; or a batch's callback)
 	EventScheduled  EventName = "scheduled"   // a new job waits for its run time
 	EventStarted    EventName = "started"     // a worker claimed it: an attempt began (a job claimed ahead starts here, before its handler)
 	EventDone       EventName = "done"        // the attempt succeeded

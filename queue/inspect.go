@@ -62,7 +62,7 @@ func (c *Client) Find(ctx context.Context, id string) (*Job, error) {
 }
 
 // States lists every state, in lifecycle order.
-var states = []State{StateScheduled, StateReady, StateActive, StateRetry, StateDone, StateDead}
+var states = []State{StateWaiting, StateScheduled, StateReady, StateActive, StateRetry, StateDone, StateDead}
 
 // ParseState returns the State named s, or ErrInvalid.
 func ParseState(s string) (State, error) {
@@ -71,7 +71,7 @@ func ParseState(s string) (State, error) {
 			return st, nil
 		}
 	}
-	return "", invalid("state %q: want one of scheduled, ready, active, retry, done, dead", s)
+	return "", invalid("state %q: want one of waiting, scheduled, ready, active, retry, done, dead", s)
 }
 
 // List returns up to limit jobs of queue in state, skipping the first offset: ready jobs
@@ -103,6 +103,8 @@ func (c *Client) List(ctx context.Context, queue string, state State, offset, li
 		slices.Reverse(ids) // the right end is claimed first
 	case StateScheduled:
 		ids, err = c.rdb.ZRange(ctx, qk.scheduled, int64(offset), stop).Result()
+	case StateWaiting:
+		ids, err = c.rdb.ZRange(ctx, qk.waiting, int64(offset), stop).Result()
 	case StateRetry:
 		ids, err = c.rdb.ZRange(ctx, qk.retry, int64(offset), stop).Result()
 	case StateActive:

@@ -14,6 +14,7 @@ type State string
 
 // The states. A job is in exactly one; done and dead are terminal.
 const (
+	StateWaiting   State = "waiting"   // waiting for its dependencies to end (see After)
 	StateScheduled State = "scheduled" // waiting for its run_at
 	StateReady     State = "ready"     // waiting for a worker
 	StateActive    State = "active"    // claimed by a worker under a lease
@@ -61,6 +62,16 @@ type Job struct {
 	// Attempts is the job's history: its last 10 attempts that ended, oldest first (see
 	// [Attempt]). A running attempt is not in it yet.
 	Attempts []Attempt
+
+	// After lists the jobs this one waits for (After, AfterJob), in the order given; nil
+	// for a job without dependencies. [Client.Dependencies] reads their state and results.
+	After []JobRef
+	// IgnoreDependencyFailure: the job runs even when a dependency died (see
+	// [IgnoreDependencyFailure]).
+	IgnoreDependencyFailure bool
+	// Batch is the batch the job belongs to (see [Client.NewBatch]); zero when none. A
+	// handler adds jobs to its own batch with [Client.BatchAdd](ctx, job.Batch, ...).
+	Batch BatchRef
 
 	// Lease is the fencing token of the worker's claim: the worker keeps it and presents
 	// it with every report on the job. Empty on the copy a handler gets (what a handler
@@ -148,6 +159,14 @@ func (d *jobFields) set(k, v string) {
 		j.ProgressAt = msTime(v)
 	case "result":
 		j.Result = []byte(v)
+	case "after":
+		j.After = parseAfter(v)
+	case "dep_policy":
+		j.IgnoreDependencyFailure = v == "run"
+	case "batch":
+		if q, id, ok := strings.Cut(v, "\t"); ok {
+			j.Batch = BatchRef{Queue: q, ID: id}
+		}
 	case "attempts":
 		d.attempts = v
 	case "payload":
@@ -255,6 +274,9 @@ type jobJSON struct {
 	ProgressMsg   string            `json:"progress_msg"`
 	ProgressAt    *time.Time        `json:"progress_at"`
 	Attempts      []Attempt         `json:"attempts"`
+	After         []string          `json:"after,omitempty"` // "queue/id" of each dependency
+	IgnoreDepFail bool              `json:"ignore_dependency_failure,omitempty"`
+	Batch         string            `json:"batch,omitempty"` // "queue/batch"
 }
 
 // MarshalJSON renders the job in the CLI's JSON contract (see README).
@@ -273,6 +295,13 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 	if !j.ProgressAt.IsZero() {
 		p := j.Progress
 		v.Progress, v.ProgressMsg, v.ProgressAt = &p, j.ProgressMessage, jsonTime(j.ProgressAt)
+	}
+	for _, r := range j.After {
+		v.After = append(v.After, r.String())
+	}
+	v.IgnoreDepFail = j.IgnoreDependencyFailure
+	if !j.Batch.IsZero() {
+		v.Batch = j.Batch.String()
 	}
 	v.Payload, v.PayloadBase64 = text(j.Payload)
 	v.Result, v.ResultBase64 = text(j.Result)

@@ -29,6 +29,9 @@ type queueKeys struct {
 	events    string // STREAM: one entry per transition (see events.go)
 	stats     string // prefix of the daily counters: stats + "processed:2026-12-02"
 	metrics   string // prefix of the metrics history: metrics + "m:<unix minute>", "h:<unix hour>"
+	waiting   string // ZSET: jobs waiting for their dependencies (workflow.go), score = created_at
+	outbox    string // HASH: resolutions for other queues' slots, delivered by workers (outbox.go)
+	base      string // "jobs:{q}:": the per-job workflow keys are built on it
 }
 
 func (k keys) queue(name string) queueKeys {
@@ -47,10 +50,24 @@ func (k keys) queue(name string) queueKeys {
 		events:    base + "events",
 		stats:     base + "stats:",
 		metrics:   base + "metrics:",
+		waiting:   base + "waiting",
+		outbox:    base + "outbox",
+		base:      base,
 	}
 }
 
 func (q queueKeys) job(id string) string { return q.jobPrefix + id }
+
+// deps is the SET of a waiting job's dependencies not yet ended ("queue\tid" members).
+func (q queueKeys) deps(id string) string { return q.base + "deps:" + id }
+
+// dependents is the SET of the jobs waiting on job id ("queue\tid" members).
+func (q queueKeys) dependents(id string) string { return q.base + "dependents:" + id }
+
+// batch is the HASH of a batch (counts, state, callbacks); batchPending its SET of the
+// children not yet ended ("queue\tid" members).
+func (q queueKeys) batch(id string) string        { return q.base + "batch:" + id }
+func (q queueKeys) batchPending(id string) string { return q.base + "batch:" + id + ":pending" }
 
 // index is the list or set that holds the queue's jobs in state st.
 func (q queueKeys) index(st State) string {
@@ -67,6 +84,8 @@ func (q queueKeys) index(st State) string {
 		return q.done
 	case StateDead:
 		return q.dead
+	case StateWaiting:
+		return q.waiting
 	}
 	return ""
 }

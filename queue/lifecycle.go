@@ -453,13 +453,22 @@ func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.D
 // in dead when it has no attempts left; the attempt counts. It returns how many it reaped. Every worker calls it periodically, so a dead
 // worker's jobs come back within about one lease.
 func (c broker) Reap(ctx context.Context, queue string) (int, error) {
+	n, _, err := c.reap(ctx, queue)
+	return n, err
+}
+
+// reap runs reap.lua: the jobs reaped, and whether the queue's outbox holds entries.
+func (c broker) reap(ctx context.Context, queue string) (int, bool, error) {
 	qk := c.keys.queue(queue)
-	n, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake, qk.events, qk.limit},
-		qk.jobPrefix, qk.stats, proto.ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax()).Int()
+	res, err := c.run(ctx, scripts.Reap, []string{qk.active, qk.ready, qk.dead, qk.wake, qk.events, qk.limit, qk.outbox},
+		qk.jobPrefix, qk.stats, proto.ReapLimit, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax()).Int64Slice()
 	if err != nil {
-		return 0, fmt.Errorf("reap %s: %w", queue, err)
+		return 0, false, fmt.Errorf("reap %s: %w", queue, err)
 	}
-	return n, nil
+	if len(res) != 2 {
+		return 0, false, fmt.Errorf("reap %s: %w", queue, errBadReply)
+	}
+	return int(res[0]), res[1] > 0, nil
 }
 
 // stringList converts a script's array reply of strings.

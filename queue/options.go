@@ -40,6 +40,10 @@ type options struct {
 	exclKey     string
 	limitKey    string
 	meta        []string // key, value, key, value... in the order given
+	after       []JobRef // dependencies (After, AfterJob); a queue of "" = the job's own
+	depRun      bool     // IgnoreDependencyFailure: run even when a dependency died
+	batch       string   // "queue\tbatch": a child of that batch (set by NewBatch, BatchAdd)
+	dependents  []string // "queue\tid" of the jobs of the same call that wait on it
 	errs        []error
 }
 
@@ -198,6 +202,20 @@ func resolve(opts []Option) (options, error) {
 	}
 	if o.delay > 0 && !o.at.IsZero() {
 		return o, invalid("Delay and At both given: choose one")
+	}
+	if len(o.after) > 0 && (o.delay > 0 || !o.at.IsZero()) {
+		return o, invalid("After and Delay or At both given: a job with dependencies runs when they end")
+	}
+	if o.depRun && len(o.after) == 0 {
+		return o, invalid("IgnoreDependencyFailure needs After or AfterJob")
+	}
+	for i := range o.after {
+		if o.after[i].Queue == "" {
+			o.after[i].Queue = o.queue
+		}
+		if err := o.after[i].validate(); err != nil {
+			return o, err
+		}
 	}
 	if err := ValidateQueue(o.queue); err != nil {
 		return o, err

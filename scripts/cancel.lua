@@ -1,4 +1,6 @@
--- cancel: scheduled, ready or retry -> dead at once; active -> flagged, and its worker is
+-- cancel: waiting, scheduled, ready or retry -> dead at once (a waiting job also leaves
+-- jobs:{q}:waiting, reached from the job key prefix; what waits on the job is resolved,
+-- see to_dead in lib.lua); active -> flagged, and its worker is
 -- told at once on the cancel channel, so it cancels the handler's context (at the latest
 -- at its next heartbeat, which reports the flag); the attempt then ends dead however it
 -- ends (`jobs cancel`). The dead set keeps the job for inspection and `jobs retry`.
@@ -50,11 +52,13 @@ if state == 'ready' then
   unready(ready, prefix, id, job[5])
 elseif state == 'scheduled' then
   redis.call('ZREM', scheduled, id)
+elseif state == 'waiting' then
+  redis.call('ZREM', string.sub(prefix, 1, -5) .. 'waiting', id)
 else
   redis.call('ZREM', retry, id)
 end
 redis.call('HSET', key, 'last_error', 'cancelled by operator')
-to_dead(dead, prefix, id, now_ms(), retention, dead_max)
+to_dead(dead, prefix, id, now_ms(), retention, dead_max, nil, ev)
 event(ev, 'cancelled', id, job[2], job[3], '', 'cancelled by operator')
 write_events(ev)
 return 'dead'

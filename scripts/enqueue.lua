@@ -1,4 +1,5 @@
--- enqueue: new jobs -> ready (due now) or scheduled (due later). Many jobs per call.
+-- enqueue: new jobs -> ready (due now), scheduled (due later) or waiting (for dependencies
+-- to end: a workflow). Many jobs per call.
 --
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (LPUSH here, workers RPOP)
 -- KEYS[2]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
@@ -15,7 +16,7 @@
 -- ARGV[3]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
 -- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
---          costs two arguments), each a 12-value header followed by its jobs:
+--          costs two arguments), each a 15-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          exclusive ("" = not exclusive; else the lock name workers run it under),
@@ -23,7 +24,16 @@
 --          TTL, not just until the job finishes), fresh ("1": the client generated the IDs,
 --          48-bit time + 80 random bits; "": the caller chose them), meta ("" = none;
 --          else key\tvalue\tkey\tvalue..., each pair stored as the hash field "m:" .. key),
---          limit_key ("" = none; else the jobs wait under that key: see below);
+--          after ("" = none; else policy\tqueue\tid\tqueue\tid...: the jobs wait in
+--          state waiting, in jobs:{q}:waiting, with those dependencies in their pending SET
+--          jobs:{q}:deps:<id>; policy "run" runs them even when a dependency dies, "die"
+--          sends them to dead; the client then links each dependency, see link.lua),
+--          batch ("" = none; else queue\tbatch: the jobs are children of that batch, whose
+--          pending set already holds them, see batch.lua), dependents ("" = none; else
+--          queue\tid\tqueue\tid...: jobs of the same client call that wait on these, so
+--          registered at once in the jobs' SET jobs:{q}:dependents:<id>: a job cannot end
+--          before its dependents of the same call are linked, whatever its retention),
+--          limit_key ("" = none; else the jobs wait under that key when ready: see below);
 --          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
 --          in a unique group, its unique key jobs:{q}:unique:<k>.
 -- Returns  {codes, holder, holder, ...}: codes has one character per job, in order:
@@ -35,7 +45,8 @@
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
 -- Clock    Redis TIME; at_ms is the only client time and is taken as given.
--- Invariant a job hash and exactly one of ready/scheduled are written together, or nothing;
+-- Invariant a job hash and exactly one of ready/scheduled/waiting are written together, or nothing
+--          (a waiting job's pending set with it);
 --          an existing job hash is never overwritten; a unique key is taken in the same
 --          step, so of concurrent enqueues one wins; each job written has its event, and
 --          a refused call writes no event either.
@@ -58,7 +69,7 @@ local i = 4
 while i <= nargs do
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
-  local j = i + 12
+  local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     n_keys = n_keys + 1
     keys[n_keys] = prefix .. ARGV[j]
@@ -73,12 +84,12 @@ local some_exist = n_keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
 local codes, holders, seen, taken = {}, nil, nil, nil
 -- n_ready counts every job due now, n_plain those of them for ready (no limit key);
 -- keyed[K] lists the ones for key K's list, key_order the keys in the order met.
-local ready_ids, n_ready, n_plain, due, keyed, key_order = {}, 0, 0, nil, nil, nil
+local ready_ids, n_ready, n_plain, due, keyed, key_order, waiting = {}, 0, 0, nil, nil, nil, nil
 local k = 0
 i = 4
 while i <= nargs do
   local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
-  local lkey = ARGV[i + 11]
+  local lkey = ARGV[i + 14]
   local at = tonumber(ARGV[i + 5])
   local run_at = at
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
@@ -86,7 +97,7 @@ while i <= nargs do
   if unique then step = 3 end
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
   if unique and not taken then taken = {} end -- unique keys taken in this call
-  local j = i + 12
+  local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     local id = ARGV[j]
@@ -111,7 +122,11 @@ while i <= nargs do
     end
     if code == '1' then
       if not fresh then seen[id] = true end
-      if run_at > now then
+      if ARGV[i + 11] ~= '' then
+        waiting = waiting or {}
+        waiting[#waiting + 1] = now
+        waiting[#waiting + 1] = id
+      elseif run_at > now then
         due = due or {}
         due[#due + 1] = run_at
         due[#due + 1] = id
@@ -180,6 +195,17 @@ if due then
     return r
   end
 end
+if waiting then
+  local r = redis.pcall('ZADD', string.sub(prefix, 1, -5) .. 'waiting', unpack(waiting))
+  if type(r) == 'table' and r.err then
+    if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
+    undo_keyed()
+    if due then
+      for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
+    end
+    return r
+  end
+end
 -- Wake tokens: one 'r' per ready job (at most 64), one 's' if any job was scheduled, so
 -- an idle worker re-plans how long to wait.
 local r
@@ -195,6 +221,9 @@ end
 local function undo(tokens)
   if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
   undo_keyed()
+  if waiting then
+    for d = 2, #waiting, 2 do redis.call('ZREM', string.sub(prefix, 1, -5) .. 'waiting', waiting[d]) end
+  end
   if due then
     for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
   end
@@ -208,7 +237,7 @@ end
 -- now, so a full Redis cannot refuse the XADD (it refused the LPUSH or ZADD already). The
 -- call's events are entries of up to 16 (lib.lua's event_buf), each XADD checked (a key
 -- of the wrong type fails the first) so that the call can be undone.
-if maxlen > 0 and (n_ready > 0 or due) then
+if maxlen > 0 and (n_ready > 0 or due or waiting) then
   local tokens = math.min(n_ready, 64)
   if due then tokens = tokens + 1 end
   local ev = event_buf(events, maxlen)
@@ -219,10 +248,14 @@ if maxlen > 0 and (n_ready > 0 or due) then
     local run_at = at
     if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
     local name = 'enqueued'
-    if run_at > now then name = 'scheduled' end
+    if ARGV[i + 11] ~= '' then
+      name = 'waiting'
+    elseif run_at > now then
+      name = 'scheduled'
+    end
     local step = 2
     if ARGV[i + 7] ~= '0' then step = 3 end
-    local j = i + 12
+    local j = i + 15
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
       if codes[k] == '1' then event(ev, name, ARGV[j], typ, 0, '', '') end
@@ -263,7 +296,31 @@ while i <= nargs do
   local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
     'created_at', now_s, 'state', 'ready'}
   local base = 10
-  if run_at > now then
+  local after, deps, policy = ARGV[i + 11], nil, nil
+  if after ~= '' then
+    -- policy, then queue\tid pairs: the pending set's members, and the after field
+    -- (queue\tid lines) that keeps the whole list for readers once the set empties.
+    local t = string.find(after, '\t', 1, true)
+    policy = string.sub(after, 1, t - 1)
+    deps = {}
+    local lines = {}
+    local rest = string.sub(after, t + 1)
+    local at_d = 1
+    while at_d <= #rest do
+      local t1 = string.find(rest, '\t', at_d, true)
+      local t2 = string.find(rest, '\t', t1 + 1, true) or (#rest + 1)
+      deps[#deps + 1] = string.sub(rest, at_d, t2 - 1)
+      lines[#lines + 1] = deps[#deps]
+      at_d = t2 + 1
+    end
+    f[10] = 'waiting'
+    f[11] = 'after'; f[12] = table.concat(lines, '\n')
+    base = 12
+    if policy == 'run' then
+      f[13] = 'dep_policy'; f[14] = 'run'
+      base = 14
+    end
+  elseif run_at > now then
     f[10] = 'scheduled'
     f[11] = 'run_at'; f[12] = string.format('%d', run_at)
     base = 12
@@ -272,8 +329,26 @@ while i <= nargs do
     f[base + 1] = 'exclusive'; f[base + 2] = ARGV[i + 6]
     base = base + 2
   end
-  if ARGV[i + 11] ~= '' then
-    f[base + 1] = 'limit_key'; f[base + 2] = ARGV[i + 11]
+  if ARGV[i + 12] ~= '' then
+    f[base + 1] = 'batch'; f[base + 2] = ARGV[i + 12]
+    base = base + 2
+  end
+  local dependents = nil
+  if ARGV[i + 13] ~= '' then
+    dependents = {}
+    local rest = ARGV[i + 13]
+    local at_d = 1
+    while at_d <= #rest do
+      local t1 = string.find(rest, '\t', at_d, true)
+      local t2 = string.find(rest, '\t', t1 + 1, true) or (#rest + 1)
+      dependents[#dependents + 1] = string.sub(rest, at_d, t2 - 1)
+      at_d = t2 + 1
+    end
+    f[base + 1] = 'dependents'; f[base + 2] = '1'
+    base = base + 2
+  end
+  if ARGV[i + 14] ~= '' then
+    f[base + 1] = 'limit_key'; f[base + 2] = ARGV[i + 14]
     base = base + 2
   end
   if ARGV[i + 9] ~= '1' and nonce ~= '' then
@@ -304,7 +379,7 @@ while i <= nargs do
   end
   local step = 2
   if unique then step = 3 end
-  local j = i + 12
+  local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then
@@ -328,6 +403,8 @@ while i <= nargs do
         end
       end
       redis.call('HSET', keys[k], unpack(f, 1, m))
+      if deps then redis.call('SADD', string.sub(prefix, 1, -5) .. 'deps:' .. id, unpack(deps)) end
+      if dependents then redis.call('SADD', string.sub(prefix, 1, -5) .. 'dependents:' .. id, unpack(dependents)) end
     end
     j = j + step
   end

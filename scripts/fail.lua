@@ -60,7 +60,7 @@ for i = 6, #ARGV, 5 do
       redis.call('ZADD', retry, run_at, id)
       retries = retries + 1
     else
-      to_dead(dead, prefix, id, now, retention, dead_max, ended_lease('dead', ARGV[i + 1]))
+      to_dead(dead, prefix, id, now, retention, dead_max, ended_lease('dead', ARGV[i + 1]), ev)
     end
     event(ev, outcome, id, job[4], job[1], job[5], short)
     table.insert(out, outcome)

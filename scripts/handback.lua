@@ -74,7 +74,7 @@ for i = 8, #ARGV, 2 do
     if job[2] or delay > 0 then now = now or now_ms() end
     if job[2] then
       redis.call('HSET', key, 'last_error', 'cancelled by operator')
-      to_dead(dead, prefix, id, now, dead_retention, dead_max, ended_lease('cancelled', ARGV[i + 1]))
+      to_dead(dead, prefix, id, now, dead_retention, dead_max, ended_lease('cancelled', ARGV[i + 1]), ev)
       event(ev, 'dead', id, job[3], job[4], job[5], 'cancelled by operator')
       table.insert(out, 3)
     else

@@ -18,10 +18,17 @@
 --                               and the purge ends); "+inf" for no bound. Ignored for ready.
 -- ARGV[5]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
+-- ARGV[6]  dead_retention_ms    a dependent that dies because a purged job was its dependency
+--                               (see follow in lib.lua) expires this long after
+-- ARGV[7]  dead_max             the dead set keeps at most this many jobs
 -- Returns  the number of jobs deleted.
 -- Clock    none.
--- Invariant only the given index and its jobs' hashes (and unique keys) are touched; active
---          jobs have no purge: cancel them instead, so no worker loses a job under it.
+-- Invariant only the given index and its jobs' hashes (and unique keys) are touched, and
+--          what waited on a purged job that had not ended: a purged job counts as dead
+--          for its dependents and its batch (follow in lib.lua; in this queue at once,
+--          elsewhere through the outbox), so nothing waits forever on it; a purged
+--          waiting job's pending set goes with it. Active jobs have no purge: cancel them
+--          instead, so no worker loses a job under it.
 
 local index, prefix, limit, state, max_score = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local ids
@@ -32,15 +39,23 @@ else
   ids = redis.call('ZRANGEBYSCORE', index, '-inf', max_score, 'LIMIT', 0, limit)
   if #ids > 0 then redis.call('ZREM', index, unpack(ids)) end
 end
+local ev = event_buf(KEYS[2], tonumber(ARGV[5]))
+local linked = nil
 for _, id in ipairs(ids) do
-  if redis.call('HGET', prefix .. id, 'state') == state then
+  local job = redis.call('HMGET', prefix .. id, 'state', 'dependents', 'batch', 'after')
+  if job[1] == state then
     release_unique(prefix .. id, id)
     redis.call('DEL', prefix .. id)
+    if job[4] then redis.call('DEL', string.sub(prefix, 1, -5) .. 'deps:' .. id) end
+    if job[2] or job[3] then
+      linked = linked or {}
+      linked[#linked + 1] = {id, 'dead', job[2], job[3]}
+    end
   end
 end
 if #ids > 0 then
-  local ev = event_buf(KEYS[2], tonumber(ARGV[5]))
   event(ev, 'purged', '', '', 0, '', 'deleted ' .. #ids .. ' ' .. state .. ' jobs')
-  write_events(ev)
 end
+if linked then follow(prefix, linked, now_ms(), ev, tonumber(ARGV[6]), tonumber(ARGV[7])) end
+write_events(ev)
 return #ids

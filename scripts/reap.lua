@@ -15,6 +15,9 @@
 --                               reaped (back to ready) or dead (no attempts left, or
 --                               cancelled)
 -- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
+-- KEYS[7]  jobs:{q}:outbox      HASH  read (EXISTS): resolutions for other slots waiting
+--                               for a worker to deliver them (see queue/outbox.go); a
+--                               reaped job that dies may add some (lib.lua's follow)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
 -- ARGV[3]  limit                most jobs reaped in this call
@@ -22,7 +25,8 @@
 -- ARGV[5]  dead_max             the dead set keeps at most this many jobs
 -- ARGV[6]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
--- Returns  the number of jobs reaped.
+-- Returns  {reaped, outbox}: the number of jobs reaped, and 1 when the outbox holds
+--          entries (else 0), so the worker delivers them with no call of its own to ask.
 -- Clock    Redis TIME.
 -- Invariant a reaped job loses its lease, so its old worker can no longer ack or fail it.
 --          Each reaped attempt is recorded in the job's history (outcome reaped). The first
@@ -52,7 +56,7 @@ for _, id in ipairs(expired) do
       n_ready = n_ready + 1
       event(ev, 'reaped', id, job[5], job[1], job[3], err)
     else
-      to_dead(dead, prefix, id, now, retention, dead_max)
+      to_dead(dead, prefix, id, now, retention, dead_max, nil, ev)
       event(ev, 'dead', id, job[5], job[1], job[3], err)
     end
   end
@@ -62,4 +66,4 @@ wake_freed(KEYS[6], active, ready, wakes, #expired - n_ready, 0, now)
 write_events(ev)
 count(stats, 'processed', now, #expired)
 count(stats, 'failed', now, #expired)
-return #expired
+return {#expired, redis.call('EXISTS', KEYS[7])}

@@ -42,6 +42,11 @@ var (
 	Cancel    = load("cancel.lua")
 	Purge     = load("purge.lua")
 	Delete    = load("delete.lua")
+	// Workflows: a dependency's side of an edge, a resolution delivered to another
+	// slot, and batches.
+	Link    = load("link.lua")
+	Resolve = load("resolve.lua")
+	Batch   = load("batch.lua")
 	// Metrics adds a worker's statistics to the metrics history; it moves no job.
 	Metrics = load("metrics.lua")
 	Pause   = load("pause.lua")
@@ -59,7 +64,7 @@ var (
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
-	Delete, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
+	Delete, Link, Resolve, Batch, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib.lua functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's
@@ -109,7 +114,7 @@ func libFor(lib, src string) string {
 		if k+1 < len(starts) {
 			end = starts[k+1]
 		}
-		text[k] = strings.Join(lines[defs[k]:end], "")
+		text[k] = strings.Join(codeOnly(lines[defs[k]:end]), "")
 	}
 	need := make([]bool, len(starts))
 	for changed, from := true, src; changed; {
@@ -131,6 +136,22 @@ func libFor(lib, src string) string {
 	for k := range starts {
 		if need[k] {
 			out += text[k]
+		}
+	}
+	return out
+}
+
+// codeOnly drops the comment lines (a line whose first non-blank characters are "--")
+// of a definition's lines, for the same reason as the comment blocks above definitions:
+// the workflows' functions, carried by every script that ends a job, explain themselves
+// at length in lib.lua, and on a Redis filled to its maxmemory that text alone left too
+// little room to enqueue after a purge. lib.lua has no long strings or block comments,
+// so such a line is never inside a string.
+func codeOnly(lines []string) []string {
+	out := lines[:0:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimLeft(l, " \t"), "--") {
+			out = append(out, l)
 		}
 	}
 	return out

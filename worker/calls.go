@@ -231,7 +231,7 @@ func (l *loop) maintain(q *queueState, now time.Time) {
 		next := time.Duration(-1)
 		var err error
 		if reap {
-			reaped, err = l.w.broker.Reap(ctx, q.name)
+			reaped, _, err = l.w.broker.ReapDeliver(ctx, q.name)
 		}
 		if err == nil && (promote || reaped > 0) {
 			promote = true

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobs-dev/jobs/internal/shellwords"
 	"github.com/jobs-dev/jobs/queue"
@@ -61,9 +63,22 @@ const (
 // rest of the line the message. Lines that do not start with such a number, and lines
 // over 4 KiB, are ignored; the latest good line wins. A program that never writes there
 // loses nothing.
+//
+// A job of a workflow also gets JOB_AFTER, its dependencies "queue/id" separated by
+// spaces (see queue.After), and, when Client is set, JOB_DEPENDENCIES: a JSON array of
+// {"queue","id","state","result"} (result: the dependency's result when it is done, as a
+// string, or "result_base64" when it is not UTF-8), read when the job starts; when that
+// would pass MaxExecDependencies bytes the results are left out ("result_omitted": true)
+// and the program reads them with `jobs inspect --json QUEUE/ID`. A job of a batch gets
+// JOB_BATCH, "queue/batch".
 type Exec struct {
-	Args []string // program and arguments
+	Args   []string      // program and arguments
+	Client *queue.Client // reads the dependencies' results (JOB_DEPENDENCIES); nil: none
 }
+
+// MaxExecDependencies bounds JOB_DEPENDENCIES: the environment of a program is limited
+// (on Linux a single string to 128 KiB).
+const MaxExecDependencies = 64 << 10
 
 // NewExec parses command into words the way a POSIX shell would, without expanding
 // anything: blanks separate words; 'single quotes' keep everything literally; "double
@@ -104,6 +119,13 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	cmd.Stdin = bytes.NewReader(job.Payload)
 	cmd.Env = append(os.Environ(), "JOB_ID="+job.ID, "JOB_TYPE="+job.Type,
 		"JOB_QUEUE="+job.Queue, "JOB_ATTEMPT="+strconv.Itoa(job.Attempt), "JOB_PROGRESS_FD=3", "JOB_LIMIT_KEY="+job.LimitKey)
+	if len(job.After) > 0 || !job.Batch.IsZero() {
+		env, err := e.workflowEnv(ctx, job)
+		if err != nil {
+			return err
+		}
+		cmd.Env = append(cmd.Env, env...)
+	}
 	// Progress comes on a pipe at fd 3 (ExtraFiles[0]), read by one goroutine for the
 	// program's life.
 	progress, progressW, err := os.Pipe()
@@ -243,4 +265,57 @@ func snoozeDelay(stdout []byte) (time.Duration, bool) {
 		d = time.Duration(secs * float64(time.Second))
 	}
 	return d, d > 0
+}
+
+// workflowEnv is the environment of a workflow job: JOB_AFTER, JOB_DEPENDENCIES (with a
+// Client) and JOB_BATCH.
+func (e *Exec) workflowEnv(ctx context.Context, job *queue.Job) ([]string, error) {
+	var env []string
+	if !job.Batch.IsZero() {
+		env = append(env, "JOB_BATCH="+job.Batch.String())
+	}
+	if len(job.After) == 0 {
+		return env, nil
+	}
+	refs := make([]string, len(job.After))
+	for i, r := range job.After {
+		refs[i] = r.String()
+	}
+	env = append(env, "JOB_AFTER="+strings.Join(refs, " "))
+	if e.Client == nil {
+		return env, nil
+	}
+	deps, err := e.Client.Dependencies(ctx, job)
+	if err != nil {
+		return nil, fmt.Errorf("read the job's dependencies: %w", err)
+	}
+	type dep struct {
+		Queue   string `json:"queue"`
+		ID      string `json:"id"`
+		State   string `json:"state"`
+		Result  string `json:"result,omitempty"`
+		Base64  []byte `json:"result_base64,omitempty"`
+		Omitted bool   `json:"result_omitted,omitempty"`
+	}
+	out := make([]dep, len(deps))
+	size := 0
+	for i, d := range deps {
+		out[i] = dep{Queue: d.Queue, ID: d.ID, State: string(d.State)}
+		size += len(d.Result)
+	}
+	for i, d := range deps {
+		switch {
+		case size > MaxExecDependencies && len(d.Result) > 0:
+			out[i].Omitted = true
+		case utf8.Valid(d.Result):
+			out[i].Result = string(d.Result)
+		default:
+			out[i].Base64 = d.Result
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return append(env, "JOB_DEPENDENCIES="+string(b)), nil
 }

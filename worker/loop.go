@@ -541,6 +541,9 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 		q.nextPromote = now // it may be due sooner than planned
 		q.promoteAsked = q.maintaining
 	}
+	if wu.token == proto.WakeOutbox && !q.maintaining {
+		q.nextReap = now // the reap's reply says the outbox holds entries: deliver them
+	}
 }
 
 func minTime(a, b time.Time) time.Time {

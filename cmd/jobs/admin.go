@@ -242,7 +242,7 @@ func purgeCommand(e *env) *cli.Command {
 		Description: "States: ready, scheduled, retry, done, dead (running jobs: use jobs cancel). Example:\n\n" +
 			"   jobs purge emails --state dead --yes",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "state", Usage: "ready, scheduled, retry, done or dead (required)"},
+			&cli.StringFlag{Name: "state", Usage: "waiting, ready, scheduled, retry, done or dead (required)"},
 			&cli.BoolFlag{Name: "yes", Usage: "really delete"},
 		},
 		Action: func(c *cli.Context) error {
@@ -251,7 +251,7 @@ func purgeCommand(e *env) *cli.Command {
 			}
 			state, err := queue.ParseState(c.String("state"))
 			if err != nil || state == queue.StateActive {
-				return usagef("--state %q: want ready, scheduled, retry, done or dead", c.String("state"))
+				return usagef("--state %q: want waiting, ready, scheduled, retry, done or dead", c.String("state"))
 			}
 			client, err := connect(c)
 			if err != nil {

@@ -107,6 +107,7 @@ func newApp(e *env) *cli.App {
 			enqueueCommand(e),
 			workerCommand(e),
 			inspectCommand(e),
+			batchCommand(e),
 			devCommand(e),
 			lsCommand(e),
 			statsCommand(e),

@@ -78,6 +78,10 @@ func benchCommand(e *env) *cli.Command {
 			}
 			fmt.Fprintf(e.stdout, "%s n=%d c=%d: %.0f jobs/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
 				rec.Mode, rec.N, rec.C, rec.JobsPerS, rec.P50Ms, rec.P99Ms, rec.MaxMs)
+			if rec.Mode == bench.ModeFanout {
+				fmt.Fprintf(e.stdout, "; plain %.0f jobs/s (children %.2fx); dependent started p99 %.2f ms across queues; %.0f bytes/edge",
+					rec.PlainJobsPerS, rec.Ratio, rec.P99CrossMs, rec.BytesPerEdge)
+			}
 			if rec.BytesPerJob > 0 {
 				fmt.Fprintf(e.stdout, ", %.0f bytes/job", rec.BytesPerJob)
 			}

@@ -47,7 +47,8 @@ func devCommand(e *env) *cli.Command {
 				worker.SetResult(ctx, j.Payload)
 				return nil
 			})
-			if err := addRuns(mux, c.StringSlice("run")); err != nil {
+			execs, err := addRuns(mux, c.StringSlice("run"))
+			if err != nil {
 				return err
 			}
 			if c.Int("concurrency") <= 0 {
@@ -74,6 +75,9 @@ func devCommand(e *env) *cli.Command {
 			client, err := queue.NewClient(rdb, queue.Config{Prefix: c.String("prefix")})
 			if err != nil {
 				return usagef("--prefix: %v", err)
+			}
+			for _, e := range execs {
+				e.Client = client
 			}
 			if err := checkRunTypes(client, mux); err != nil {
 				return err
@@ -147,19 +151,23 @@ func devCommand(e *env) *cli.Command {
 	}
 }
 
-// addRuns registers the handler of each --run TYPE=COMMAND flag on mux.
-func addRuns(mux *worker.Mux, flags []string) error {
+// addRuns registers the handler of each --run TYPE=COMMAND flag on mux, and returns them:
+// the caller gives them its client once connected (Exec.Client), for the dependencies of
+// workflow jobs.
+func addRuns(mux *worker.Mux, flags []string) ([]*worker.Exec, error) {
+	var execs []*worker.Exec
 	for _, r := range flags {
 		typ, h, err := parseRun(r)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if contains(mux.Types(), typ) {
-			return usagef("--run: job type %q given twice (it is already handled)", typ)
+			return nil, usagef("--run: job type %q given twice (it is already handled)", typ)
 		}
 		mux.Handle(typ, h)
+		execs = append(execs, h)
 	}
-	return nil
+	return execs, nil
 }
 
 // parseCrons reads --cron 'NAME SPEC TYPE [PAYLOAD]' flags.
@@ -176,7 +184,7 @@ func parseCrons(flags []string) ([]cron.Entry, error) {
 }
 
 // parseRun reads one --run TYPE=COMMAND flag.
-func parseRun(flag string) (string, worker.Handler, error) {
+func parseRun(flag string) (string, *worker.Exec, error) {
 	typ, command, ok := strings.Cut(flag, "=")
 	if !ok || typ == "" || strings.TrimSpace(command) == "" {
 		return "", nil, usagef("--run %q: want TYPE=COMMAND", flag)

@@ -22,6 +22,8 @@ func enqueueCommand(e *env) *cli.Command {
 			"   jobs enqueue --delay 10m --queue reports report:daily\n" +
 			"   jobs enqueue --id order-42 charge - < order.json   # exits 3 if order-42 exists\n" +
 			"   jobs enqueue --unique-for 1h digest '{\"user\":7}'  # exits 3 and prints the first ID within the hour\n" +
+			"   jobs enqueue ship '{\"order\":42}' --after $(jobs enqueue charge '{\"order\":42}') --after mail/01JEXAMPLE0000000000000000\n" +
+			"   jobs enqueue --file rows.jsonl --batch --on-success report   # prints the batch ID\n" +
 			"   jobs enqueue --file jobs.jsonl   # one JSON object per line, in batches of 1000:\n" +
 			"     {\"type\":\"email\",\"payload\":{\"to\":\"ann\"},\"queue\":\"mail\",\"delay\":\"5m\",\"at\":\"...\",\"id\":\"...\",\n" +
 			"      \"max_retry\":3,\"timeout\":\"1m\",\"unique_for\":\"1h\",\"unique_key\":\"...\",\"exclusive_key\":\"...\",\"limit_key\":\"...\"}",
@@ -39,18 +41,44 @@ func enqueueCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "exclusive", Usage: "never run two jobs with the same exclusive key at once (key: the job type)"},
 			&cli.StringFlag{Name: "exclusive-key", Usage: "the exclusive key (implies --exclusive)"},
 			&cli.StringFlag{Name: "limit-key", Usage: "obey the queue's per-key limits under limit key `K` (jobs limit set --key-concurrency...)"},
+			&cli.StringSliceFlag{Name: "after", Usage: "ID or QUEUE/ID: wait (state waiting) until that job has ended (repeatable); a dependency that dies kills this job too"},
+			&cli.BoolFlag{Name: "ignore-dependency-failure", Usage: "with --after: run once the dependencies ended, even when one died"},
+			&cli.BoolFlag{Name: "batch", Usage: "with --file: enqueue the file's jobs as one batch; prints the batch ID"},
+			&cli.StringFlag{Name: "on-complete", Usage: "with --batch: a job of this TYPE on --queue when every job of the batch ended"},
+			&cli.StringFlag{Name: "on-success", Usage: "with --batch: a job of this TYPE on --queue when every job of the batch is done"},
+			&cli.StringFlag{Name: "on-death", Usage: "with --batch: a job of this TYPE on --queue when the first job of the batch died"},
 		},
 		Action: func(c *cli.Context) error {
+			callbacks := c.IsSet("on-complete") || c.IsSet("on-success") || c.IsSet("on-death")
+			if callbacks && !c.Bool("batch") {
+				return usagef("--on-complete, --on-success and --on-death need --file and --batch")
+			}
 			if c.IsSet("file") {
-				if c.NArg() > 0 || c.NumFlags() > 1 {
-					return usagef("--file takes no TYPE and no other flag: each line carries its own settings")
+				// With --batch, the batch's own flags: --queue (the batch's and its
+				// callbacks' queue) and the callbacks.
+				allowed := 1
+				if c.Bool("batch") {
+					for _, f := range []string{"batch", "on-complete", "on-success", "on-death", "queue"} {
+						if c.IsSet(f) {
+							allowed++
+						}
+					}
+				}
+				if c.NArg() > 0 || c.NumFlags() > allowed {
+					return usagef("--file takes no TYPE and no other flag (but --batch, its callbacks and --queue): each line carries its own settings")
 				}
 				client, err := connect(c)
 				if err != nil {
 					return err
 				}
 				defer broker.Of(client).Redis().Close()
+				if c.Bool("batch") {
+					return enqueueFileBatch(c, e, client, c.String("file"))
+				}
 				return enqueueFile(c, e, client, c.String("file"))
+			}
+			if c.Bool("batch") {
+				return usagef("--batch needs --file: a batch is the jobs of a file")
 			}
 			if c.NArg() < 1 || c.NArg() > 2 {
 				return usagef("enqueue takes TYPE [PAYLOAD|-], got %d arguments", c.NArg())
@@ -92,6 +120,16 @@ func enqueueCommand(e *env) *cli.Command {
 			}
 			if c.IsSet("limit-key") {
 				opts = append(opts, queue.LimitKey(c.String("limit-key")))
+			}
+			for _, a := range c.StringSlice("after") {
+				ref, err := queue.ParseJobRef(a, c.String("queue"))
+				if err != nil {
+					return usagef("--after %q: %v", a, err)
+				}
+				opts = append(opts, queue.AfterJob(ref.Queue, ref.ID))
+			}
+			if c.Bool("ignore-dependency-failure") {
+				opts = append(opts, queue.IgnoreDependencyFailure())
 			}
 			client, err := connect(c)
 			if err != nil {

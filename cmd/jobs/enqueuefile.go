@@ -109,15 +109,9 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		line++
 		text := sc.Bytes()
 		read += int64(len(text)) + 1
-		if line == 1 { // a UTF-8 byte order mark, as some Windows editors write, is no part of the JSON
-			text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
-		}
-		if len(bytes.TrimSpace(text)) == 0 {
+		bj, ok, err := lineJob(client, line, text)
+		if !ok {
 			continue
-		}
-		bj, err := parseFileJob(text)
-		if err == nil {
-			err = client.Check(bj)
 		}
 		if err != nil {
 			if ferr := flush(); ferr != nil {
@@ -271,4 +265,72 @@ func parseFileJob(b []byte) (queue.BatchJob, error) {
 		bj.Options = append(bj.Options, queue.LimitKey(*fj.LimitKey))
 	}
 	return bj, nil
+}
+
+// enqueueFileBatch enqueues the JSON lines of path as one batch (`jobs enqueue --file F
+// --batch`), with the callbacks of --on-complete, --on-success and --on-death on --queue,
+// and prints the batch's ID. Every line is read and checked first: a bad line enqueues
+// nothing. A batch whose jobs were not all enqueued stays creating (it cannot end), and
+// the error says so.
+func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string) error {
+	var r io.Reader = e.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	var jobs []queue.BatchJob
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for line := 1; sc.Scan(); line++ {
+		bj, ok, err := lineJob(client, line, sc.Bytes())
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return usagef("%s line %d: %v (nothing enqueued)", path, line, err)
+		}
+		jobs = append(jobs, bj)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w (nothing enqueued)", path, err)
+	}
+	if len(jobs) == 0 {
+		return usagef("%s: no jobs: a batch needs at least one", path)
+	}
+	o := queue.BatchOptions{Queue: c.String("queue")}
+	for _, cb := range []struct {
+		flag string
+		to   **queue.Callback
+	}{{"on-complete", &o.OnComplete}, {"on-success", &o.OnSuccess}, {"on-death", &o.OnDeath}} {
+		if c.IsSet(cb.flag) {
+			*cb.to = &queue.Callback{Type: c.String(cb.flag)}
+		}
+	}
+	ref, _, err := client.NewBatch(c.Context, o, jobs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, ref.ID)
+	return nil
+}
+
+// lineJob reads the job of one line of a --file (its number: line), checked as Enqueue
+// would; ok is false for a blank line. A UTF-8 byte order mark, as some Windows editors
+// write, is no part of line 1's JSON.
+func lineJob(client *queue.Client, line int, text []byte) (bj queue.BatchJob, ok bool, err error) {
+	if line == 1 {
+		text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
+	}
+	if len(bytes.TrimSpace(text)) == 0 {
+		return bj, false, nil
+	}
+	bj, err = parseFileJob(text)
+	if err == nil {
+		err = client.Check(bj)
+	}
+	return bj, true, err
 }

@@ -54,7 +54,8 @@ func envDuration(name string, def time.Duration) time.Duration {
 // Environment: JOBS_TEST_REDIS (the worker's Redis, possibly a proxy), JOBS_TEST_COUNT_REDIS
 // (where runs are counted, default the same), JOBS_TEST_PREFIX, JOBS_TEST_ID (worker ID),
 // JOBS_TEST_LEASE (default 1s), JOBS_TEST_CONCURRENCY (default 8), JOBS_TEST_WORK
-// (default 20ms). It logs warnings and errors as text on stderr.
+// (default 20ms), JOBS_TEST_QUEUES (comma-separated, default the default queue). It logs
+// warnings and errors as text on stderr.
 func countingWorker() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -72,7 +73,15 @@ func countingWorker() int {
 	concurrency, _ := strconv.Atoi(os.Getenv("JOBS_TEST_CONCURRENCY"))
 	work := envDuration("JOBS_TEST_WORK", 20*time.Millisecond)
 	id := os.Getenv("JOBS_TEST_ID")
+	var queues map[string]int
+	if qs := os.Getenv("JOBS_TEST_QUEUES"); qs != "" {
+		queues = map[string]int{}
+		for _, q := range strings.Split(qs, ",") {
+			queues[q] = 1
+		}
+	}
 	w, err := worker.New(client, worker.Config{
+		Queues:      queues,
 		ID:          id,
 		Concurrency: concurrency,
 		Lease:       envDuration("JOBS_TEST_LEASE", time.Second),

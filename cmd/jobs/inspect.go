@@ -57,6 +57,36 @@ func inspectCommand(e *env) *cli.Command {
 				return err
 			}
 			printJob(e.stdout, job)
+			if len(job.After) > 0 {
+				// What the job waits for, or waited for: each dependency's state now.
+				deps, err := client.Dependencies(c.Context, job)
+				if err != nil {
+					return err
+				}
+				for _, d := range deps {
+					st := string(d.State)
+					if st == "" {
+						st = "not found: purged, deleted or expired"
+					}
+					wait := ""
+					if d.Pending {
+						wait = "waits for it: "
+					}
+					fmt.Fprintf(e.stdout, "after       %s (%s%s)\n", clean(d.JobRef.String(), false), wait, st)
+				}
+			}
+			if job.State != queue.StateDone && job.State != queue.StateDead {
+				dependents, err := client.Dependents(c.Context, job)
+				if err != nil {
+					return err
+				}
+				for _, d := range dependents {
+					fmt.Fprintf(e.stdout, "before      %s (depends on this job)\n", clean(d.String(), false))
+				}
+			}
+			if !job.Batch.IsZero() {
+				fmt.Fprintf(e.stdout, "batch       %s\n", clean(job.Batch.String(), false))
+			}
 			if why != "" {
 				fmt.Fprintf(e.stdout, "waiting on  %s until %s\n", desc, until.UTC().Format("2006-01-02 15:04:05.000 UTC"))
 			}

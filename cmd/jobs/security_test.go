@@ -132,7 +132,8 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+sadd +smembers +sismember " +
 	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xrange +xinfo|stream " +
-	"+zrank +zrevrank +pttl +xrevrange"
+	"+zrank +zrevrank +pttl +xrevrange " +
+	"+srem +scard +hsetnx +hscan"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line (no CLIENT among it: the registry of live processes never needs it), and checks
@@ -199,6 +200,22 @@ func TestACLUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := strings.TrimSpace(run("enqueue", "--exclusive", "t").stdout)
+	// A workflow: a dependent in this queue (resolved in the ack) and one in another
+	// queue (through the outbox the worker delivers: HSCAN, resolve.lua, HDEL), and a
+	// batch whose callback goes to another queue.
+	dep := strings.TrimSpace(run("enqueue", "t").stdout)
+	after := strings.TrimSpace(run("enqueue", "t", "--after", dep).stdout)
+	across := strings.TrimSpace(run("enqueue", "--queue", "other", "t", "--after", "default/"+after).stdout)
+	batchFile := filepath.Join(t.TempDir(), "batch.jsonl")
+	os.WriteFile(batchFile, []byte(`{"type":"t"}`+"\n"+`{"type":"t"}`+"\n"), 0o600)
+	bid := strings.TrimSpace(run("enqueue", "--file", batchFile, "--batch", "--queue", "other", "--on-complete", "t").stdout)
+	waitFor(t, 10*time.Second, "the workflow's last dependent ready as the ACL user", func() bool {
+		return strings.Contains(runCLI("", "--redis", url, "inspect", "--queue", "other", "--json", across).stdout, `"state":"ready"`)
+	})
+	waitFor(t, 10*time.Second, "the batch's callback fired as the ACL user", func() bool {
+		return strings.Contains(runCLI("", "--redis", url, "batch", "inspect", "--json", bid).stdout, `"fired":true`)
+	})
+	run("inspect", "--queue", "other", across)
 	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
 	})

@@ -117,7 +117,7 @@ func waitingOn(s queue.QueueStats) string {
 
 func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64, watch bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := "QUEUE\tREADY\tSCHEDULED\tACTIVE\tRETRY\tDEAD\tDONE\tPAUSED\tPROCESSED TODAY\tFAILED TODAY\tWORKERS\tLATENCY\tWAITING ON\t"
+	head := "QUEUE\tWAITING\tREADY\tSCHEDULED\tACTIVE\tRETRY\tDEAD\tDONE\tPAUSED\tPROCESSED TODAY\tFAILED TODAY\tWORKERS\tLATENCY\tWAITING ON\t"
 	if watch {
 		head += "JOBS/S\t"
 	}
@@ -131,7 +131,7 @@ func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64,
 		if s.Ready > 0 {
 			latency = s.Latency.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t", s.Name, s.Ready, s.Scheduled, s.Active,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t", s.Name, s.Waiting, s.Ready, s.Scheduled, s.Active,
 			s.Retry, s.Dead, s.Done, paused, s.ProcessedToday, s.FailedToday, s.Workers, latency, waitingOn(s))
 		if watch {
 			if r, ok := rates[s.Name]; ok {

@@ -21,7 +21,9 @@ func workerCommand(e *env) *cli.Command {
 		Description: "Each --run TYPE=COMMAND runs COMMAND for jobs of TYPE: the command line is split\n" +
 			"into words like a shell does (quotes honoured, nothing expanded) and run directly, never\n" +
 			"through a shell; use sh -c '...' for pipes or variables. The program gets the payload on\n" +
-			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT in its environment, and may report\n" +
+			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT in its environment (a workflow job\n" +
+			"also JOB_AFTER, its dependencies, JOB_DEPENDENCIES, their states and results as JSON, and\n" +
+			"JOB_BATCH), and may report\n" +
 			"progress by writing lines \"PERCENT [MESSAGE]\" to file descriptor 3 (JOB_PROGRESS_FD;\n" +
 			"bad lines are ignored; jobs inspect shows the latest). Exit 0 succeeds\n" +
 			"(stdout is the result), 75 asks for a retry, anything else fails (stderr's tail is the\n" +
@@ -56,7 +58,8 @@ func workerCommand(e *env) *cli.Command {
 			if len(runs) == 0 {
 				return usagef("worker needs at least one --run TYPE=COMMAND")
 			}
-			if err := addRuns(mux, runs); err != nil {
+			execs, err := addRuns(mux, runs)
+			if err != nil {
 				return err
 			}
 			queues, err := parseQueues(c.StringSlice("queue"))
@@ -88,6 +91,9 @@ func workerCommand(e *env) *cli.Command {
 				return err
 			}
 			defer broker.Of(client).Redis().Close()
+			for _, e := range execs {
+				e.Client = client
+			}
 			if err := checkRunTypes(client, mux); err != nil {
 				return err
 			}

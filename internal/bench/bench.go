@@ -41,11 +41,12 @@ const (
 	ModeLatency      = "latency"       // one job at a time to an idle worker: Enqueue call to handler start
 	ModeDelay        = "delay"         // jobs due 1-3 s ahead: handler start minus due time
 	ModeMemory       = "memory"        // Redis used_memory growth per pending job
+	ModeFanout       = "fanout"        // a batch of N children and a callback vs N plain jobs; dependency -> dependent latency; bytes per edge
 )
 
 // Modes returns every mode, in the order `jobs bench --help` should list them.
 func Modes() []string {
-	return []string{ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLatency, ModeDelay, ModeMemory}
+	return []string{ModeEnqueue, ModeEnqueueBatch, ModeProcess, ModeLatency, ModeDelay, ModeMemory, ModeFanout}
 }
 
 // Defaults and fixed sizes.
@@ -103,6 +104,14 @@ type Record struct {
 	MaxMs    float64 `json:"max_ms"`
 	// BytesPerJob is set in memory mode only.
 	BytesPerJob float64 `json:"bytes_per_job,omitempty"`
+	// Fanout mode only: JobsPerS is the batch's children per second, PlainJobsPerS the
+	// same number of plain jobs' and Ratio the one over the other; P50Ms, P99Ms and MaxMs
+	// are dependency done -> dependent started in one queue, P99CrossMs across queues
+	// (slots); BytesPerEdge is Redis's memory per pending dependency edge.
+	PlainJobsPerS float64 `json:"plain_jobs_per_s,omitempty"`
+	Ratio         float64 `json:"ratio,omitempty"`
+	P99CrossMs    float64 `json:"p99_cross_ms,omitempty"`
+	BytesPerEdge  float64 `json:"bytes_per_edge,omitempty"`
 }
 
 // Run runs one benchmark on rdb, with keys under prefix (queue.Config.Prefix; empty
@@ -152,6 +161,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 		rec, err = b.delay(ctx)
 	case ModeMemory:
 		rec, err = b.memory(ctx)
+	case ModeFanout:
+		rec, err = b.fanout(ctx)
 	}
 	if limited {
 		if lerr := client.RemoveLimit(context.WithoutCancel(ctx), b.queue); lerr != nil {

@@ -52,6 +52,11 @@ type Broker interface {
 	Promote(ctx context.Context, queue string) (moved int, next time.Duration, err error)
 	// Reap puts back the jobs whose lease expired.
 	Reap(ctx context.Context, queue string) (int, error)
+	// ReapDeliver is Reap, then Deliver when the queue's outbox holds entries.
+	ReapDeliver(ctx context.Context, queue string) (reaped, delivered int, err error)
+	// Deliver delivers the queue's outbox: the ends of its jobs to dependents and batches
+	// in other slots.
+	Deliver(ctx context.Context, queue string) (int, error)
 	// Wait blocks for a wake token on one of queues, at most proto.MaxWait.
 	Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error)
 	// Wake pushes a wake token back on a queue's wake list.

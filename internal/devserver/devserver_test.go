@@ -3,6 +3,7 @@ package devserver
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,20 +14,27 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// TestLifecycleScriptsRun walks a job through every transition on the in-memory server:
-// the Lua scripts must keep to what it supports.
-func TestLifecycleScriptsRun(t *testing.T) {
+// devClient is a queue.Client on a fresh in-memory server, both closed when the test ends.
+func devClient(t *testing.T) *queue.Client {
+	t.Helper()
 	s, err := Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(s.Close)
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer rdb.Close()
+	t.Cleanup(func() { rdb.Close() })
 	c, err := queue.NewClient(rdb, queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// TestLifecycleScriptsRun walks a job through every transition on the in-memory server:
+// the Lua scripts must keep to what it supports.
+func TestLifecycleScriptsRun(t *testing.T) {
+	c := devClient(t)
 	ctx := context.Background()
 	step := func(what string, err error) {
 		t.Helper()
@@ -98,23 +106,14 @@ func TestLifecycleScriptsRun(t *testing.T) {
 // TestCancelNoticeFromScript: cancel.lua PUBLISHes from Lua when it flags an active job;
 // the in-memory server must run that and deliver it to WatchCancels.
 func TestCancelNoticeFromScript(t *testing.T) {
-	s, err := Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-	defer rdb.Close()
-	c, err := queue.NewClient(rdb, queue.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := devClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	notices := make(chan proto.CancelNotice, 1)
 	done := make(chan error, 1)
 	go func() { done <- broker.Of(c).WatchCancels(ctx, func(n proto.CancelNotice) { notices <- n }) }()
 	deadline := time.Now().Add(5 * time.Second)
+	rdb := broker.Of(c).Redis()
 	for rdb.PubSubNumSub(ctx, "jobs:cancel").Val()["jobs:cancel"] != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("WatchCancels not subscribed within 5s")
@@ -145,5 +144,45 @@ func TestCancelNoticeFromScript(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("WatchCancels() = %v, want nil", err)
+	}
+}
+
+// TestWorkflowScriptsRun runs a dependency across queues (link, the outbox, resolve) and a
+// batch with its callback on the in-memory server.
+func TestWorkflowScriptsRun(t *testing.T) {
+	c := devClient(t)
+	ctx := context.Background()
+	b := broker.Of(c)
+	dep, err := c.Enqueue(ctx, "a", nil, queue.On("o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Enqueue(ctx, "b", nil, queue.AfterJob("o", dep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _, err := c.NewBatch(ctx, queue.BatchOptions{OnSuccess: &queue.Callback{Type: "cb"}},
+		[]queue.BatchJob{{Type: "child", Options: []queue.Option{queue.On("o")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := b.Claim(ctx, "o", 5, time.Minute, "w")
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("Claim(o) = %v, %v", jobs, err)
+	}
+	for _, j := range jobs {
+		if err := b.Ack(ctx, j, []byte("r")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := b.Deliver(ctx, "o"); err != nil || n != 2 {
+		t.Fatalf("Deliver(o) = %d, %v; want 2", n, err)
+	}
+	if j, err := c.Get(ctx, "default", d); err != nil || j.State != queue.StateReady {
+		t.Errorf("dependent = %+v, %v; want ready", j, err)
+	}
+	if j, err := c.Get(ctx, "default", ref.ID+".success"); err != nil || j.State != queue.StateReady ||
+		!strings.Contains(string(j.Payload), `"done":1`) {
+		t.Errorf("callback = %+v, %v; want ready with the counts", j, err)
 	}
 }

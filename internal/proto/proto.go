@@ -45,6 +45,9 @@ const (
 	// WakeScheduled: a job was scheduled or set to retry; promote, then plan the wait
 	// until it is due.
 	WakeScheduled = "s"
+	// WakeOutbox: a job ended whose dependent or batch is in another queue's slot; reap
+	// (whose reply says the outbox holds entries), then deliver them.
+	WakeOutbox = "o"
 )
 
 // Limited is what a claim's reply says of its queue's limits (jobs:{q}:limit).

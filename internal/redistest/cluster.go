@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,16 @@ type Cluster struct {
 // with any extra config arguments, joins them into one cluster and waits until every
 // node reports cluster_state:ok.
 func StartCluster(n int, extra ...string) (*Cluster, error) {
+	return startCluster(n, 0, extra)
+}
+
+// StartClusterWithReplicas is StartCluster with one replica per master (2n servers), for
+// tests that fail a master over to its replica (CLUSTER FAILOVER on the replica).
+func StartClusterWithReplicas(n int, extra ...string) (*Cluster, error) {
+	return startCluster(n, 1, extra)
+}
+
+func startCluster(n, replicas int, extra []string) (*Cluster, error) {
 	if n < 3 {
 		return nil, fmt.Errorf("redistest: a cluster needs at least 3 masters, not %d", n)
 	}
@@ -29,7 +40,7 @@ func StartCluster(n int, extra ...string) (*Cluster, error) {
 		return nil, fmt.Errorf("redis-cli not found on PATH: cluster tests need it to create the cluster")
 	}
 	c := &Cluster{}
-	for range n {
+	for range n * (1 + replicas) {
 		s, err := Start(append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000"}, extra...)...)
 		if err != nil {
@@ -40,7 +51,7 @@ func StartCluster(n int, extra ...string) (*Cluster, error) {
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		c.Stop()
 		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, lastLine(string(out)))

@@ -1,0 +1,336 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/scripts"
+)
+
+// Workflows: jobs that wait for other jobs (After, AfterJob), chains (Chain) and batches
+// (batches.go). A job with dependencies is enqueued in state waiting with its
+// dependencies as members of a SET (jobs:{q}:deps:<id>, "queue\tid" each); every script
+// that ends a job (ack, fail, reap, cancel, purge, delete, and an ack or hand back of a
+// cancelled job) resolves what waits on it in the same step, or, for a dependent in
+// another queue's slot, leaves an entry in its queue's outbox that workers deliver (see
+// outbox.go). DESIGN.md, "Workflows", has the whole protocol.
+
+// JobRef names a job: its queue and ID. Written "queue/id".
+type JobRef struct {
+	Queue string
+	ID    string
+}
+
+// String is "queue/id".
+func (r JobRef) String() string { return r.Queue + "/" + r.ID }
+
+func (r JobRef) validate() error {
+	if err := ValidateQueue(r.Queue); err != nil {
+		return fmt.Errorf("dependency %s: %w", r, err)
+	}
+	if r.ID == "" {
+		return invalid("dependency in queue %q: empty job ID", r.Queue)
+	}
+	if err := validateID(r.ID); err != nil {
+		return fmt.Errorf("dependency: %w", err)
+	}
+	return nil
+}
+
+// member is the ref as the scripts keep it in sets: "queue\tid".
+func (r JobRef) member() string { return r.Queue + "\t" + r.ID }
+
+// ParseJobRef reads "queue/id", or "id" alone (a job of queue def). A queue name has no
+// '/', so the first one ends it; an ID may hold more.
+func ParseJobRef(s, def string) (JobRef, error) {
+	r := JobRef{Queue: def, ID: s}
+	if q, id, ok := strings.Cut(s, "/"); ok && ValidateQueue(q) == nil {
+		r = JobRef{Queue: q, ID: id}
+	}
+	if r.Queue == "" {
+		return r, invalid("job %q: no queue given", s)
+	}
+	return r, r.validate()
+}
+
+// After makes the job wait, in state waiting, until the jobs with these IDs in its own
+// queue have ended (done or dead); see AfterJob for a job of another queue. When every
+// dependency is done the job becomes ready. When one dies (fails for good, is cancelled,
+// purged or deleted, or is unknown), the job goes to dead with "dependency Q/ID died",
+// unless IgnoreDependencyFailure. Not with Delay or At.
+func After(ids ...string) Option {
+	return func(o *options) {
+		for _, id := range ids {
+			o.after = append(o.after, JobRef{ID: id})
+		}
+	}
+}
+
+// AfterJob is After for a job of any queue. Dependencies in other queues may live on
+// other Redis Cluster nodes: their end reaches the dependent through the outbox a worker
+// of their queue delivers, within a few milliseconds when a worker is idle, at the latest
+// within about a second.
+func AfterJob(queue, id string) Option {
+	return func(o *options) { o.after = append(o.after, JobRef{Queue: queue, ID: id}) }
+}
+
+// IgnoreDependencyFailure makes a job with dependencies run once they have all ended,
+// whether they succeeded or died (the default sends it to dead when one dies).
+func IgnoreDependencyFailure() Option { return func(o *options) { o.depRun = true } }
+
+// afterArg is enqueue.lua's after argument: policy\tqueue\tid\tqueue\tid...; "" = none.
+func (o *options) afterArg() string {
+	if len(o.after) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	if o.depRun {
+		b.WriteString("run")
+	} else {
+		b.WriteString("die")
+	}
+	seen := make(map[JobRef]bool, len(o.after))
+	for _, r := range o.after {
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		b.WriteString("\t" + r.member())
+	}
+	return b.String()
+}
+
+// Chain makes each job wait for the one before it (AfterJob): b runs when a is done, c
+// when b is. A job given no ID gets one here, so the chain can name it. Enqueue the
+// result with [Client.EnqueueBatch]: its results are in the chain's order.
+func Chain(jobs ...BatchJob) []BatchJob {
+	out := make([]BatchJob, len(jobs))
+	var prev JobRef
+	for i, j := range jobs {
+		o, _ := resolve(j.Options) // a bad option fails EnqueueBatch with its index
+		opts := append([]Option(nil), j.Options...)
+		if o.id == "" {
+			o.id = newID()
+			opts = append(opts, ID(o.id))
+		}
+		if i > 0 {
+			opts = append(opts, AfterJob(prev.Queue, prev.ID))
+		}
+		prev = JobRef{Queue: o.queue, ID: o.id}
+		out[i] = BatchJob{Type: j.Type, Payload: j.Payload, Options: opts}
+	}
+	return out
+}
+
+// newID is a fresh job ID in the layout of generated ones (time, then 80 random bits),
+// for a workflow that must name its jobs before it enqueues them.
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return encodeID(uint64(time.Now().UnixMilli()), uint64(binary.BigEndian.Uint16(b[:2])),
+		binary.BigEndian.Uint64(b[8:]))
+}
+
+// link completes the workflow edges of jobs just written (or found written: a rerun):
+// each dependency is linked in its own slot (link.lua), in one pipelined round trip,
+// and the edges whose dependency had ended already are resolved in the dependent's slot
+// (resolve.lua), in a second. The dependents exist before any link, so a dependency that
+// ends after its link always finds its dependent. A job whose edges could not all be
+// linked gets an error wrapping ErrUncertain: enqueueing it again with the same ID
+// completes it.
+func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResult, inCall map[JobRef]int) {
+	type edge struct {
+		job  int
+		from JobRef // the dependency
+		to   JobRef // the dependent
+	}
+	var edges []edge
+	var calls []*scriptCall
+	for i := range jobs {
+		p := &jobs[i]
+		if len(p.o.after) == 0 || (results[i].Err != nil && !(errors.Is(results[i].Err, ErrDuplicate) && !p.fresh)) {
+			continue
+		}
+		to := JobRef{Queue: p.o.queue, ID: p.id}
+		for _, from := range p.o.after {
+			if k, ok := inCall[from]; ok && results[i].Err == nil && results[k].Err == nil {
+				continue // registered by the dependency's own enqueue (registerInCall)
+			}
+			qk := c.queueKeys(from.Queue)
+			edges = append(edges, edge{i, from, to})
+			calls = append(calls, &scriptCall{script: scripts.Link,
+				keys: []string{qk.job(from.ID), qk.dependents(from.ID)}, args: []any{to.member()}})
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
+	c.runScripts(ctx, nil, calls)
+	var resolves []*scriptCall
+	var owners []int
+	for k, call := range calls {
+		e := edges[k]
+		state, err := call.cmd.Text()
+		if err != nil {
+			c.unlinked(ctx, results, e.job, fmt.Errorf("link %s after %s: %w", e.to, e.from, err))
+			continue
+		}
+		if state == "pending" {
+			continue
+		}
+		outcome := "dead"
+		if state == "done" {
+			outcome = "done"
+		}
+		resolves = append(resolves, c.resolveCall("j", e.to, outcome, e.from))
+		owners = append(owners, e.job)
+	}
+	if len(resolves) == 0 {
+		return
+	}
+	c.runScripts(ctx, nil, resolves)
+	for k, call := range resolves {
+		if err := call.cmd.Err(); err != nil {
+			c.unlinked(ctx, results, owners[k], fmt.Errorf("resolve %s: %w", jobs[owners[k]].id, err))
+		}
+	}
+}
+
+// registerInCall gives each job of a call that another job of the same call waits on
+// the dependents it has there, which its enqueue registers in the same step as it is
+// written (enqueue.lua): such an edge needs no link, and the dependency cannot end before
+// it is registered, however short its done record is kept. It returns those edges'
+// dependencies, with their index in jobs. An edge whose dependency was not written by
+// this call (a duplicate ID, an error) is linked as usual.
+func registerInCall(jobs []prepared) map[JobRef]int {
+	var at map[JobRef]int
+	for i := range jobs {
+		if len(jobs[i].o.after) > 0 {
+			at = make(map[JobRef]int, len(jobs))
+			break
+		}
+	}
+	if at == nil {
+		return nil
+	}
+	for i := range jobs {
+		at[JobRef{Queue: jobs[i].o.queue, ID: jobs[i].id}] = i
+	}
+	in := map[JobRef]int{}
+	for i := range jobs {
+		for _, from := range jobs[i].o.after {
+			if k, ok := at[from]; ok && k != i {
+				jobs[k].o.dependents = append(jobs[k].o.dependents, JobRef{Queue: jobs[i].o.queue, ID: jobs[i].id}.member())
+				in[from] = k
+			}
+		}
+	}
+	return in
+}
+
+// unlinked marks a job whose workflow edges were not all registered: it is written
+// (waiting), and enqueueing it again with its ID completes it.
+func (c *Client) unlinked(ctx context.Context, results []BatchResult, i int, err error) {
+	if results[i].Err == nil || errors.Is(results[i].Err, ErrDuplicate) {
+		results[i].Err = fmt.Errorf("%w (enqueue it again with the same ID to complete its links): %w",
+			ErrUncertain, outcome(ctx, "link", err))
+	}
+}
+
+// resolveCall is the resolve.lua call that tells target (a waiting job, kind "j", or a
+// batch, kind "b") in its own slot that sources ended with outcome.
+func (c *Client) resolveCall(kind string, target JobRef, outcome string, sources ...JobRef) *scriptCall {
+	qk := c.queueKeys(target.Queue)
+	args := make([]any, 0, 7+len(sources))
+	args = append(args, qk.jobPrefix, kind, target.ID, outcome, ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax())
+	for _, s := range sources {
+		args = append(args, s.member())
+	}
+	return &scriptCall{script: scripts.Resolve, keys: []string{qk.events}, args: args}
+}
+
+// Dependency is one dependency of a job and how it stands.
+type Dependency struct {
+	JobRef
+	// State is the dependency's state; "" when its record is gone (purged, deleted, or
+	// its done record expired after Config.DoneRetention).
+	State State
+	// Pending: the dependent still waits for this one.
+	Pending bool
+	// Result is what its handler returned, when it is done.
+	Result []byte
+}
+
+// Dependencies returns the dependencies of job (a job enqueued with After or AfterJob),
+// in the order given, with their state and result, and whether the job still waits for
+// each: a handler reads its dependencies' results with it. Two round trips (one when the
+// job is not waiting); nil for a job without dependencies.
+func (c *Client) Dependencies(ctx context.Context, job *Job) ([]Dependency, error) {
+	if len(job.After) == 0 {
+		return nil, nil
+	}
+	deps := make([]Dependency, len(job.After))
+	pipe := c.rdb.Pipeline()
+	var pending = pipe.SMembers(ctx, c.queueKeys(job.Queue).deps(job.ID))
+	hashes := make([]interface{ Val() []any }, len(job.After))
+	for i, r := range job.After {
+		deps[i].JobRef = r
+		hashes[i] = pipe.HMGet(ctx, c.queueKeys(r.Queue).job(r.ID), "state", "result")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("dependencies of %s: %w", job.ID, err)
+	}
+	waiting := map[string]bool{}
+	for _, m := range pending.Val() {
+		waiting[m] = true
+	}
+	for i := range deps {
+		v := hashes[i].Val()
+		if s, ok := v[0].(string); ok {
+			deps[i].State = State(s)
+		}
+		if s, ok := v[1].(string); ok && deps[i].State == StateDone {
+			deps[i].Result = []byte(s)
+		}
+		deps[i].Pending = waiting[deps[i].member()]
+	}
+	return deps, nil
+}
+
+// parseAfter reads a job hash's after field: "queue\tid" lines.
+func parseAfter(v string) []JobRef {
+	var out []JobRef
+	for _, line := range strings.Split(v, "\n") {
+		if q, id, ok := strings.Cut(line, "\t"); ok {
+			out = append(out, JobRef{Queue: q, ID: id})
+		}
+	}
+	return out
+}
+
+// Dependents returns the jobs enqueued after job (After or AfterJob naming it) while it
+// has not ended, whatever became of them since (one may have died of another
+// dependency); nil once it ended (its end resolved them) or when none was. One round
+// trip.
+func (c *Client) Dependents(ctx context.Context, job *Job) ([]JobRef, error) {
+	members, err := c.rdb.SMembers(ctx, c.queueKeys(job.Queue).dependents(job.ID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("dependents of %s: %w", job.ID, err)
+	}
+	var out []JobRef
+	for _, m := range members {
+		if q, id, ok := strings.Cut(m, "\t"); ok {
+			out = append(out, JobRef{Queue: q, ID: id})
+		}
+	}
+	slices.SortFunc(out, func(a, b JobRef) int { return strings.Compare(a.String(), b.String()) })
+	return out, nil
+}

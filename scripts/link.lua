@@ -1,0 +1,26 @@
+-- link: registers a waiting job as a dependent of a job in queue q, any queue's slot (the
+-- dependency's side of a workflow edge), or says that the dependency has already ended.
+-- The client creates the dependent first (enqueue.lua, state waiting, the edge in its
+-- pending set), then links each dependency, then resolves at once (resolve.lua) the edges
+-- whose dependency had ended: a client that dies between the steps leaves a dependent
+-- that a rerun with the same IDs completes, never a dependency that resolves a job not
+-- yet written.
+--
+-- KEYS[1]  jobs:{q}:job:<id>          HASH the dependency (read: state; written: the
+--                                     dependents flag)
+-- KEYS[2]  jobs:{q}:dependents:<id>   SET  the jobs waiting on it ("queue\tid" members)
+-- ARGV[1]  member                     the dependent, "queue\tid"
+-- Returns  "pending" (linked: the dependency's end will resolve the dependent, once),
+--          "done", "dead" (ended already: the caller resolves the edge), or "missing" (no
+--          such job: never enqueued, purged, or its done record expired; resolved as dead).
+-- Clock    none.
+-- Invariant an edge is linked only to a dependency that has not ended, in the same step
+--          that reads its state, so every edge is resolved exactly once: by the
+--          dependency's terminal script, or by the caller. SADD makes a rerun a no-op.
+
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return 'missing' end
+if state == 'done' or state == 'dead' then return state end
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], 'dependents', '1')
+return 'pending'
