@@ -255,3 +255,35 @@ func TestKeyLimitModel(t *testing.T) {
 		}
 	}
 }
+
+// A keyed job that waited for a dependency becomes ready under its key (its key's list,
+// the key in the ring), not in ready, and obeys its key's limits.
+func TestKeyedDependentReadyUnderItsKey(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	if err := c.SetLimit(ctx, "default", Limit{KeyConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	first := enqueueN(t, c, 1)[0]
+	dep, err := c.Enqueue(ctx, "t", nil, AfterJob("default", first), LimitKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := claimLimited(t, c, "default", 5)
+	if len(jobs) != 1 || jobs[0].ID != first {
+		t.Fatalf("claim = %d jobs; want the dependency alone", len(jobs))
+	}
+	if err := c.broker().Ack(ctx, jobs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	base := qk.jobPrefix[:len(qk.jobPrefix)-len("job:")]
+	if l := c.rdb.LRange(ctx, base+"kready:k", 0, -1).Val(); len(l) != 1 || l[0] != dep {
+		t.Errorf("key k's list = %v, want the dependent %s", l, dep)
+	}
+	if n := c.rdb.LLen(ctx, qk.ready).Val(); n != 0 {
+		t.Errorf("ready holds %d jobs, want none (the dependent has a limit key)", n)
+	}
+	if jobs, _ := claimLimited(t, c, "default", 5); len(jobs) != 1 || jobs[0].ID != dep {
+		t.Errorf("claim after the dependency ended = %d jobs; want the dependent", len(jobs))
+	}
+}
