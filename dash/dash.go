@@ -164,6 +164,7 @@ func New(client *queue.Client, opts Options) (*Handler, error) {
 	mux.HandleFunc("GET /queues/{queue}/purge", h.purgeConfirm)
 	mux.HandleFunc("GET /queues/{queue}/matching", h.matchingCount)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("GET /batches/{id}", h.batchPage)
 	mux.HandleFunc("GET /workers", h.workersPage)
 	mux.HandleFunc("GET /audit", h.auditPage)
 	mux.HandleFunc("GET /events", h.eventsPage)

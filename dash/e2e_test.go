@@ -398,6 +398,40 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("a batch's counts and a dependent job's graph", func(t *testing.T) {
+		b := setup(t, Options{})
+		ref, _, err := b.client.NewBatch(context.Background(), queue.BatchOptions{OnSuccess: &queue.Callback{Type: "report"}},
+			[]queue.BatchJob{{Type: "row"}, {Type: "row"}, {Type: "row"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newPage(t, br)
+		p.Navigate(b.srv.URL + "/jobs/" + ref.ID + ".1?queue=default")
+		p.Click(`#batch a`) // the job page links its batch
+		p.WaitText("#batch-id", ref.ID)
+		for count, want := range map[string]string{"total": "3", "pending": "3", "done": "0", "dead": "0"} {
+			if got := p.Text(`[data-count="` + count + `"]`); got != want {
+				t.Errorf("batch page's %s count = %q, want %s", count, got, want)
+			}
+		}
+		if got := p.Text(`[data-callback="success"] td`); got != "report: not fired" {
+			t.Errorf("success callback shown as %q", got)
+		}
+
+		dep := b.enqueue(t, "charge", `{}`)
+		id := b.enqueue(t, "ship", `{}`, queue.After(dep))
+		p.Navigate(b.srv.URL + "/jobs/" + id + "?queue=default")
+		p.WaitText(`[data-dependency="default/`+dep+`"] .state`, "ready")
+		p.WaitText("#graph-self .state", "waiting")
+		// Laid out by the stylesheet: upstream left of the job, the job left of downstream.
+		if !browsertest.Eval[bool](p, `(() => { const x = s => document.querySelector(s).getBoundingClientRect().left;
+			return x("#graph-up") < x("#graph-self") && x("#graph-self") < x("#graph-down"); })()`) {
+			t.Errorf("the graph's columns are not laid out left to right")
+		}
+		p.Click(`[data-dependency="default/` + dep + `"] a`)
+		p.WaitText(`[data-dependent="default/`+id+`"] .state`, "waiting")
+	})
+
 	t.Run("every page shows hostile input as text", func(t *testing.T) {
 		b := setup(t, Options{})
 		// What a job's author controls: its type (no spaces allowed), payload and error.

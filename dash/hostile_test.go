@@ -85,6 +85,7 @@ func TestHostileInputShownAsText(t *testing.T) {
 	pages := []string{"/", "/queues/default?state=dead", "/queues/default?state=done", "/workers", "/audit", "/events",
 		"/queues/default?state=dead&type=" + url.QueryEscape(hostile[0]) + "&error=" + url.QueryEscape(hostile[1]),
 		"/jobs/" + url.PathEscape(hostile[0]) + "?queue=default", // an ID no job has: its error page
+		"/batches/" + url.PathEscape(hostile[1]), "/batches/" + url.PathEscape(hostile[3]) + "?queue=default",
 		"/queues/" + url.PathEscape(hostile[1]),
 		"/queues/default?state=" + url.QueryEscape(hostile[0]),
 		"/queues/default/purge?state=" + url.QueryEscape(hostile[1])}
@@ -126,7 +127,14 @@ func FuzzPagesEscape(f *testing.F) {
 			ProgressAt: time.Unix(1, 0), Meta: map[string]string{"k": s},
 			Attempts: []queue.Attempt{{Attempt: 1, Worker: s, Outcome: "dead", Error: s}}}
 		jd := jobData{Job: j, UniqueKey: "x" + s, UniqueHolder: s, CLI: []string{"jobs inspect " + shellQuote(s)},
-			Payload: showBytes(j.Payload), Result: showBytes(j.Result), Actions: jobActionsFor(j.State)}
+			Payload: showBytes(j.Payload), Result: showBytes(j.Result), Actions: jobActionsFor(j.State),
+			Graph: &workflowGraph{Up: []graphNode{{JobRef: queue.JobRef{Queue: s, ID: s}, State: queue.StateReady, Pending: true}},
+				Down: []graphNode{{JobRef: queue.JobRef{Queue: s, ID: "x" + s}}}, UpMore: 1, DownMore: 2},
+			Batch: &queue.BatchStatus{ID: s, Queue: s, State: queue.BatchRunning,
+				Callbacks: map[string]queue.CallbackStatus{"death": {Type: s, Fired: true, Job: s}}}}
+		bd := batchView{BatchStatus: &queue.BatchStatus{ID: s, Queue: s, State: queue.BatchRunning, Total: 2, Pending: 1,
+			Callbacks: map[string]queue.CallbackStatus{"death": {Type: s, Fired: true, Job: s}, "success": {Type: "x" + s}}},
+			CLI: "jobs batch inspect " + shellQuote(s)}
 		ld := listData{Queue: "default", State: queue.StateDead, Jobs: []*queue.Job{j},
 			Filter: filter{Type: s, Error: s, Payload: s}, NextURL: "/q?x=" + url.QueryEscape(s)}
 		ad := auditData{Entries: []queue.AuditEntry{{Who: s, Action: s, Queue: s, Target: s, Detail: "x" + s}}}
@@ -140,7 +148,7 @@ func FuzzPagesEscape(f *testing.F) {
 		for _, pg := range []struct {
 			name string
 			data any
-		}{{"job", jd}, {"queue", ld}, {"audit", ad}, {"matchcount", md}, {"cron", cd}} {
+		}{{"job", jd}, {"queue", ld}, {"audit", ad}, {"matchcount", md}, {"cron", cd}, {"batch", bd}} {
 			w := httptest.NewRecorder()
 			h.page(w, httptest.NewRequest("GET", "/", nil), 200, pg.name, "Job "+s, pg.data)
 			out = append(out, w.Body.String())

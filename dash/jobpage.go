@@ -26,12 +26,15 @@ type jobData struct {
 	CLI          []string   `json:"cli"` // commands that act on this job from a shell
 	// Why says what holds a waiting or running job back, if anything (see whyWaiting).
 	Why []string `json:"why"`
-	// Dependencies are the jobs it waits or waited for (queue.After), with their state;
+	// Dependencies are the jobs it waits or waited for (queue.After), with their state,
+	// the first graphSide of them;
 	// Batch is its batch's state and counts (nil outside a batch, or once the batch
 	// record expired).
 	Dependencies []queue.Dependency `json:"dependencies,omitempty"`
 	Dependents   []queue.JobRef     `json:"dependents,omitempty"` // the jobs waiting on it
 	Batch        *queue.BatchStatus `json:"batch,omitempty"`
+	// Graph is the job's neighbourhood, at most graphSide jobs a side (nil outside a workflow).
+	Graph *workflowGraph `json:"-"`
 
 	Payload shownBytes    `json:"-"`
 	Result  shownBytes    `json:"-"`
@@ -113,11 +116,17 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	if d.Why == nil {
 		d.Why = []string{}
 	}
-	if d.Dependencies, err = h.client.Dependencies(ctx, j); err != nil {
+	bounded := *j // the dependencies past graphSide are counted, not read
+	bounded.After = j.After[:min(len(j.After), graphSide)]
+	if d.Dependencies, err = h.client.Dependencies(ctx, &bounded); err != nil {
 		h.failQueue(w, r, err)
 		return
 	}
 	if d.Dependents, err = h.client.Dependents(ctx, j); err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if d.Graph, err = h.graphOf(ctx, j, d.Dependencies, d.Dependents); err != nil {
 		h.failQueue(w, r, err)
 		return
 	}
