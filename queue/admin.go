@@ -48,6 +48,10 @@ type QueueStats struct {
 	// waiting_until (RFC 3339) when not zero.
 	WaitingOn    LimitKind `json:"waiting_on"`
 	WaitingUntil time.Time `json:"-"`
+	// KeysWaiting counts the limit keys with jobs ready (see [LimitKey]): keyed jobs wait
+	// in their key's list, not in Ready. When no job without a key is ready and every
+	// such key waits on its own limits, WaitingOn is KeyWait, until the first is due.
+	KeysWaiting int `json:"keys_waiting"`
 }
 
 // MarshalJSON writes s with Latency as latency_ms, an integer of milliseconds, and
@@ -137,8 +141,14 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(), Waiting: x.waiting.Val(),
 			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f,
 			Workers: workers[q], Latency: latency[i]}
-		if out[i].Ready > 0 && !out[i].Paused {
+		out[i].KeysWaiting = limits[i].KeysWaiting
+		if (out[i].Ready > 0 || out[i].KeysWaiting > 0) && !out[i].Paused {
 			out[i].WaitingOn, out[i].WaitingUntil = limits[i].Waiting(), limits[i].Until()
+			if out[i].WaitingOn == "" && out[i].Ready == 0 {
+				if u := limits[i].KeysHeldUntil(); !u.IsZero() {
+					out[i].WaitingOn, out[i].WaitingUntil = KeyWait, u
+				}
+			}
 		}
 	}
 	return out, nil

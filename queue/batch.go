@@ -211,7 +211,7 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 			}
 			cur, count, at = g, 0, len(args)
 			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
-				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta, g.after, g.batch, g.dependents)
+				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta, g.after, g.batch, g.dependents, g.limitKey)
 		}
 		args = append(args, p.id, p.payload)
 		if p.ukey != "" {

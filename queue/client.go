@@ -237,6 +237,7 @@ type group struct {
 	maxRetry                      int
 	timeout, delay, at, uniqueTTL int64 // ms; at 0 = use delay; uniqueTTL 0 = not unique
 	excl                          string
+	limitKey                      string
 	keep, fresh                   bool
 	meta                          string // key\tvalue\tkey\tvalue...; "" = none
 	after                         string // policy\tqueue\tid...; "" = no dependencies
@@ -246,7 +247,7 @@ type group struct {
 
 func (p *prepared) group() group {
 	g := group{typ: p.typ, maxRetry: p.o.maxRetry, timeout: ms(p.o.timeout),
-		delay: ms(p.o.delay), fresh: p.fresh}
+		delay: ms(p.o.delay), fresh: p.fresh, limitKey: p.o.limitKey}
 	if !p.o.at.IsZero() {
 		g.at = max(p.o.at.UnixMilli(), 1) // 0 means "use delay" to the script
 	}

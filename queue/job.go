@@ -42,6 +42,8 @@ type Job struct {
 	Result     []byte
 	// Exclusive is the lock key of an exclusive job (see [Exclusive]); empty otherwise.
 	Exclusive string
+	// LimitKey is the job's limit key (see [LimitKey]); empty otherwise.
+	LimitKey string
 	// Meta is the job's metadata (see [Meta]); nil when it has none.
 	Meta map[string]string
 	// Postponed counts the times a worker gave the job back unrun with a delay (an
@@ -145,6 +147,8 @@ func (d *jobFields) set(k, v string) {
 		j.Lease = v
 	case "exclusive":
 		j.Exclusive = v
+	case "limit_key":
+		j.LimitKey = v
 	case "postponed":
 		j.Postponed = atoi(v)
 	case "progress":
@@ -263,6 +267,7 @@ type jobJSON struct {
 	Result        string            `json:"result"`
 	ResultBase64  bool              `json:"result_base64,omitempty"`
 	Exclusive     string            `json:"exclusive,omitempty"`
+	LimitKey      string            `json:"limit_key,omitempty"`
 	Meta          map[string]string `json:"meta,omitempty"`
 	Postponed     int               `json:"postponed"`
 	Progress      *int              `json:"progress"`
@@ -281,7 +286,7 @@ func (j *Job) MarshalJSON() ([]byte, error) {
 		MaxRetry: j.MaxRetry, TimeoutS: j.Timeout.Seconds(),
 		CreatedAt: jsonTime(j.CreatedAt), RunAt: jsonTime(j.RunAt),
 		StartedAt: jsonTime(j.StartedAt), FinishedAt: jsonTime(j.FinishedAt),
-		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive, Meta: j.Meta, Postponed: j.Postponed,
+		Worker: j.Worker, LastError: j.LastError, Exclusive: j.Exclusive, LimitKey: j.LimitKey, Meta: j.Meta, Postponed: j.Postponed,
 		Attempts: j.Attempts,
 	}
 	if v.Attempts == nil {

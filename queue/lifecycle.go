@@ -77,21 +77,28 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limite
 		return nil, lim, nil
 	}
 	started := time.UnixMicro(now)
+	lim.Now = started
 	jobs := make([]*Job, 0, len(res)-2)
 	for _, r := range res[2:] {
 		flat, ok := r.([]any)
-		if !ok || len(flat) < 3 {
+		if !ok || len(flat) < 4 {
 			return nil, proto.Limited{}, bad
 		}
-		tail := flat[len(flat)-3:]
+		tail := flat[len(flat)-4:]
 		id, ok1 := tail[0].(string)
 		attempt, ok2 := tail[1].(int64)
 		k, ok3 := tail[2].(int64)
-		if !ok1 || !ok2 || !ok3 {
+		start, ok4 := tail[3].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return nil, proto.Limited{}, bad
 		}
-		j := decodeFlat(queue, id, flat[:len(flat)-3])
+		j := decodeFlat(queue, id, flat[:len(flat)-4])
 		j.State, j.Attempt, j.StartedAt, j.Worker = StateActive, int(attempt), started, worker
+		if start > now {
+			// A rate's token reserved ahead: the job starts at its instant (rate_ahead in
+			// lib.lua); the worker holds it until then.
+			j.StartedAt = time.UnixMicro(start)
+		}
 		j.Lease = token + ":" + strconv.FormatInt(k, 10)
 		jobs = append(jobs, j)
 	}
@@ -118,6 +125,8 @@ func decodeLimited(v any) (proto.Limited, bool) {
 		lim.By = proto.LimitConcurrency
 	case 2:
 		lim.By = proto.LimitRate
+	case 3:
+		lim.By = proto.LimitKeys
 	}
 	return lim, true
 }
@@ -386,7 +395,7 @@ func (c broker) Fail(ctx context.Context, job *Job, reason string, retryIn time.
 // returns ErrCancelled. Handing back again with the same lease (a resent call) returns
 // the same result and changes nothing.
 func (c broker) HandBack(ctx context.Context, job *Job, after time.Duration) error {
-	return c.handBack(ctx, "hand back", job, max(after, 0), false, "")
+	return c.handBack(ctx, "hand back", job, max(after, 0), "", "")
 }
 
 // Postpone gives back a claimed job unrun, to run after the given delay, as HandBack does
@@ -401,17 +410,31 @@ func (c broker) Postpone(ctx context.Context, job *Job, after time.Duration, rea
 	if after <= 0 {
 		return fmt.Errorf("postpone %s: %w: delay %s must be positive", job.ID, ErrInvalid, after)
 	}
-	return c.handBack(ctx, "postpone", job, after, true, reason)
+	return c.handBack(ctx, "postpone", job, after, "1", reason)
+}
+
+// PauseKey postpones a claimed job as Postpone does, and pauses its limit key (see
+// [LimitKey]) for the same delay: no job of the key starts before it ends, and this one
+// goes back to the head of the key's jobs, first to run when the key's pause ends. A
+// job without a limit key is just postponed. For a handler whose upstream said "not now"
+// for the whole key (a customer's API answering 429).
+func (c broker) PauseKey(ctx context.Context, job *Job, after time.Duration, reason string) error {
+	if after <= 0 {
+		return fmt.Errorf("pause key of %s: %w: delay %s must be positive", job.ID, ErrInvalid, after)
+	}
+	return c.handBack(ctx, "pause key of", job, after, "k", reason)
 }
 
 // handBack runs handback.lua for one job: op names it in errors.
-func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.Duration, postpone bool, reason string) error {
+// mode is handback.lua's ARGV[5]: "" a hand back, "1" a postpone, "k" a postpone that
+// pauses the job's limit key.
+func (c *Client) handBack(ctx context.Context, op string, job *Job, after time.Duration, mode, reason string) error {
 	if job.Lease == "" {
 		return fmt.Errorf("%s %s: %w", op, job.ID, ErrLeaseLost)
 	}
 	qk := c.keys.queue(job.Queue)
 	res, err := c.run(ctx, scripts.HandBack, []string{qk.active, qk.ready, qk.scheduled, qk.wake, qk.dead, qk.events, qk.limit},
-		qk.jobPrefix, ms(after), ms(c.cfg.DeadRetention), c.cfg.DeadMax, flag(postpone), reason,
+		qk.jobPrefix, ms(after), ms(c.cfg.DeadRetention), c.cfg.DeadMax, mode, reason,
 		c.eventsMax(), job.ID, job.Lease).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op, job.ID, err)

@@ -38,6 +38,7 @@ type options struct {
 	uniqueKeep  bool
 	exclusive   bool
 	exclKey     string
+	limitKey    string
 	meta        []string // key, value, key, value... in the order given
 	after       []JobRef // dependencies (After, AfterJob); a queue of "" = the job's own
 	depRun      bool     // IgnoreDependencyFailure: run even when a dependency died
@@ -121,6 +122,21 @@ func UniqueUntilExpiry() Option { return func(o *options) { o.uniqueKeep = true 
 // attempt.
 func Exclusive(key string) Option {
 	return func(o *options) { o.exclusive, o.exclKey = true, key }
+}
+
+// LimitKey puts the job under the limit key k (such as "customer:42"): it then obeys the
+// queue's per-key limits too (Limit.KeyConcurrency, KeyRate; [Client.SetKeyLimit] for
+// one key's own), and waits in its key's own line: keys are served round-robin, so the
+// jobs of a key held back by its limits never delay those of another key or jobs without
+// a key. At most 200 bytes, no control characters. Without per-key limits set, a keyed
+// job is claimed as any other (still round-robin with the other keys).
+func LimitKey(k string) Option {
+	return func(o *options) {
+		if k == "" {
+			o.errs = append(o.errs, invalid("limit key is empty"))
+		}
+		o.limitKey = k
+	}
 }
 
 // Combine returns one option that applies opts in order: for a helper that gives several
@@ -218,10 +234,13 @@ func resolve(opts []Option) (options, error) {
 	if err := validateKey("exclusive key", o.exclKey); err != nil {
 		return o, err
 	}
+	if err := validateKey("limit key", o.limitKey); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
-// validateKey checks a unique or exclusive key ("" = none given).
+// validateKey checks a unique, exclusive or limit key ("" = none given).
 func validateKey(what, k string) error {
 	if len(k) > 200 {
 		return invalid("%s is %d bytes, the limit is 200", what, len(k))

@@ -9,7 +9,11 @@
 -- KEYS[5]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
 -- KEYS[6]  jobs:{q}:ready       LIST  read (LLEN): are jobs waiting for the freed slots?
 -- KEYS[7]  jobs:{q}:wake        LIST  an 'r' token per slot freed, when the queue has a
---                               concurrency limit and jobs are ready (wake_freed)
+--                               concurrency limit and jobs are ready (wake_freed), and one
+--                               per key its limits held back that a freed slot brings
+--                               forward (key_freed)
+-- Keys     of a keyed job's limit key K (named from ARGV[1], see lib.lua): jobs:{q}:kactive:K
+--          (its lease removed) and jobs:{q}:keys (K brought forward: key_freed)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
@@ -34,7 +38,7 @@
 
 local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], ev = event_buf(KEYS[4], tonumber(ARGV[7])),
   prefix = ARGV[1], stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
-  dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6])}
+  dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6]), wakes = KEYS[7]}
 local now = now_ms()
 local out = ack_jobs(k, now, ARGV, 8)
 wake_freed(KEYS[5], KEYS[1], KEYS[6], KEYS[7], k.freed, 0, now)

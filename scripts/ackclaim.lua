@@ -14,6 +14,10 @@
 -- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (limit.lua); claims write its tat
 -- KEYS[8]  jobs:{q}:wake        LIST  'r' tokens for slots the acks freed that the claim left
 --                               free, when the queue has a concurrency limit (wake_freed)
+-- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs), for keyed jobs:
+--          jobs:{q}:keys (ZSET, the ring of keys with ready jobs), and of each key K met,
+--          jobs:{q}:kready:K (LIST), jobs:{q}:kactive:K (ZSET of leases), jobs:{q}:ktat:K
+--          (STRING, the key's GCRA tat)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)
@@ -43,7 +47,7 @@ local us, now = now_us()
 local active, prefix = KEYS[1], ARGV[1]
 local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[6], tonumber(ARGV[11])),
   prefix = prefix, stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
-  dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10])}
+  dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), wakes = KEYS[8]}
 local acks = ack_jobs(k, now, ARGV, 12)
 local out, limit = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
   tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev)

@@ -32,7 +32,7 @@ local prefix, retention, dead_max, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARG
 local events, maxlen = KEYS[5], tonumber(ARGV[7])
 local ev = event_buf(events, maxlen)
 local key = prefix .. id
-local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'cancel')
+local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'cancel', 'limit_key')
 local state = job[1]
 if not state then return 'missing' end
 if state == 'done' or state == 'dead' then return 'not:' .. state end
@@ -49,7 +49,7 @@ if state == 'active' then
   return 'cancelling'
 end
 if state == 'ready' then
-  redis.call('LREM', ready, 1, id)
+  unready(ready, prefix, id, job[5])
 elseif state == 'scheduled' then
   redis.call('ZREM', scheduled, id)
 elseif state == 'waiting' then

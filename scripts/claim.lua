@@ -7,6 +7,10 @@
 -- KEYS[4]  jobs:{q}:events      STREAM the events of each call that claimed jobs: a 'started' line
 --                               per claimed job, in claim order
 -- KEYS[5]  jobs:{q}:limit       HASH  the queue's limits (limit.lua); claims write its tat
+-- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
+--          (ZSET, the ring of keys with ready jobs), and of each due key K,
+--          jobs:{q}:kready:K (LIST: RPOP), jobs:{q}:kactive:K (ZSET of leases: ZADD),
+--          jobs:{q}:ktat:K (STRING, the key's GCRA tat: SET PX)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  count                most jobs to claim (the worker's free slots; <= 1000)
 -- ARGV[3]  lease_ms             lease length; the worker renews it by heartbeat
@@ -16,14 +20,17 @@
 --                               call's events (<= 0: none written). The first write is the
 --                               RPOP, so the events go through on a full Redis whenever the
 --                               claim does.
--- Returns  {now_us, limit, job, job, ...}: now_us is Redis TIME in microseconds, the jobs' start
---          (their hash's started_at is the same instant in ms); each job is its hash as a
---          flat field/value array (HGETALL, read before this claim's writes) followed by
---          its ID, its attempt (this run's) and k. The claim also set state = active and
+-- Returns  {now_us, limit, job, job, ...}: now_us is Redis TIME in microseconds; each job
+--          is its hash as a flat field/value array (HGETALL, read before this claim's
+--          writes) followed by its ID, its attempt (this run's), k and its start in us:
+--          now_us, or on a queue with a rate its token's instant, up to 20ms later (the
+--          worker holds the job until then; see rate_ahead in lib.lua). Its hash's
+--          started_at is the start in ms. The claim also set state = active and
 --          worker. limit is {concurrency, why, wait_us, free} (limit_reply in lib.lua): the
 --          queue's concurrency limit (0: none) and the slots this claim left free; and,
 --          when a limit cut this claim short with jobs left in ready, why (1 concurrency,
---          2 rate; else 0) and the wait in us until the next slot or token. Just {now_us, limit} when the queue is paused or has
+--          2 rate, 3 every key with jobs waits on its own limits; else 0) and the wait in
+--          us until the next slot or token. Just {now_us, limit} when the queue is paused or has
 --          nothing ready, or its limits allow nothing now.
 -- Clock    Redis TIME, read once. now_us orders claims: no two scripts share a
 --          microsecond (Redis runs one script at a time, and each takes longer than 1us),

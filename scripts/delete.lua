@@ -25,12 +25,12 @@ local base = string.sub(ARGV[1], 1, -5)
 local sets = {scheduled = KEYS[1], retry = KEYS[2], dead = KEYS[4], done = KEYS[5], waiting = base .. 'waiting'}
 local ready, prefix, id = KEYS[3], ARGV[1], ARGV[2]
 local key = prefix .. id
-local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'dependents', 'batch', 'after')
+local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'dependents', 'batch', 'after', 'limit_key')
 local state = job[1]
 if not state then return 'missing' end
 if state == 'active' then return 'not:active' end
 if state == 'ready' then
-  redis.call('LREM', ready, 0, id)
+  unready(ready, prefix, id, job[7])
 elseif sets[state] then
   redis.call('ZREM', sets[state], id)
 end

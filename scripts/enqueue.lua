@@ -6,6 +6,9 @@
 -- KEYS[3]  jobs:{q}:wake        LIST  wake tokens: 'r' per ready job, one 's' if any was scheduled
 -- KEYS[4]  jobs:{q}:events      STREAM the events of each call that wrote jobs: a line per job
 --                               written, enqueued (ready) or scheduled
+-- Keys     named from ARGV[1] ("jobs:{q}:"), for jobs with a limit key K due now:
+--          jobs:{q}:kready:K (LIST, LPUSH: instead of ready) and jobs:{q}:keys (ZSET, K
+--          added at now unless there: ZADD NX), see lib.lua's keyed jobs
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2]  call nonce           unique per call ("" when every ID is fresh), kept in the
 --                               hash of a job with a caller-chosen ID ('enq'), so that this
@@ -13,7 +16,7 @@
 -- ARGV[3]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
 -- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
---          costs two arguments), each a 14-value header followed by its jobs:
+--          costs two arguments), each a 15-value header followed by its jobs:
 --          n (jobs in the group), type, max_retry, timeout_ms,
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          exclusive ("" = not exclusive; else the lock name workers run it under),
@@ -29,7 +32,8 @@
 --          pending set already holds them, see batch.lua), dependents ("" = none; else
 --          queue\tid\tqueue\tid...: jobs of the same client call that wait on these, so
 --          registered at once in the jobs' SET jobs:{q}:dependents:<id>: a job cannot end
---          before its dependents of the same call are linked, whatever its retention);
+--          before its dependents of the same call are linked, whatever its retention),
+--          limit_key ("" = none; else the jobs wait under that key when ready: see below);
 --          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
 --          in a unique group, its unique key jobs:{q}:unique:<k>.
 -- Returns  {codes, holder, holder, ...}: codes has one character per job, in order:
@@ -65,7 +69,7 @@ local i = 4
 while i <= nargs do
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
-  local j = i + 14
+  local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     n_keys = n_keys + 1
     keys[n_keys] = prefix .. ARGV[j]
@@ -78,11 +82,14 @@ local some_exist = n_keys > 0 and redis.call('EXISTS', unpack(keys)) > 0
 -- codes[k] for job k of the call: '1' to write, 'e' a fresh ID that exists (reported '1',
 -- not written), '0' duplicate ID, 'u' unique key held.
 local codes, holders, seen, taken = {}, nil, nil, nil
-local ready_ids, n_ready, due, waiting = {}, 0, nil, nil
+-- n_ready counts every job due now, n_plain those of them for ready (no limit key);
+-- keyed[K] lists the ones for key K's list, key_order the keys in the order met.
+local ready_ids, n_ready, n_plain, due, keyed, key_order, waiting = {}, 0, 0, nil, nil, nil, nil
 local k = 0
 i = 4
 while i <= nargs do
   local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
+  local lkey = ARGV[i + 14]
   local at = tonumber(ARGV[i + 5])
   local run_at = at
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
@@ -90,7 +97,7 @@ while i <= nargs do
   if unique then step = 3 end
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
   if unique and not taken then taken = {} end -- unique keys taken in this call
-  local j = i + 14
+  local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     local id = ARGV[j]
@@ -123,9 +130,19 @@ while i <= nargs do
         due = due or {}
         due[#due + 1] = run_at
         due[#due + 1] = id
+      elseif lkey ~= '' then
+        n_ready = n_ready + 1
+        keyed = keyed or {}
+        if not keyed[lkey] then
+          keyed[lkey] = {}
+          key_order = key_order or {}
+          key_order[#key_order + 1] = lkey
+        end
+        table.insert(keyed[lkey], id)
       else
         n_ready = n_ready + 1
-        ready_ids[n_ready] = id
+        n_plain = n_plain + 1
+        ready_ids[n_plain] = id
       end
     end
     codes[k] = code
@@ -136,21 +153,53 @@ end
 
 -- The lists and sets first, each write checked (pcall): a failure undoes the ones before
 -- it and is returned.
-if n_ready > 0 then
+if n_plain > 0 then
   local r = redis.pcall('LPUSH', ready, unpack(ready_ids))
   if type(r) == 'table' and r.err then return r end
+end
+-- Keyed jobs go on their key's list, the key into the ring of keys at now when it is not
+-- there yet (lib.lua's keyed jobs; push_ready does it for one job).
+local kbase = string.sub(prefix, 1, -5)
+local pushed = {} -- pushed[n]: {list, jobs pushed, 1 if the key was added to the ring}
+local function undo_keyed()
+  for _, p in ipairs(pushed) do
+    redis.call('LTRIM', p[1], p[2], -1)
+    if p[3] == 1 then redis.call('ZREM', kbase .. 'keys', p[4]) end
+  end
+end
+if keyed then
+  for _, lk in ipairs(key_order) do
+    local list = kbase .. 'kready:' .. lk
+    local r = redis.pcall('LPUSH', list, unpack(keyed[lk]))
+    local added = 0
+    if not (type(r) == 'table' and r.err) then
+      added = redis.pcall('ZADD', kbase .. 'keys', 'NX', now * 1000, lk)
+      if type(added) == 'table' and added.err then
+        redis.call('LTRIM', list, #keyed[lk], -1)
+        r = added
+      end
+    end
+    if type(r) == 'table' and r.err then
+      if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
+      undo_keyed()
+      return r
+    end
+    pushed[#pushed + 1] = {list, #keyed[lk], added, lk}
+  end
 end
 if due then
   local r = redis.pcall('ZADD', scheduled, unpack(due))
   if type(r) == 'table' and r.err then
-    if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+    if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
+    undo_keyed()
     return r
   end
 end
 if waiting then
   local r = redis.pcall('ZADD', string.sub(prefix, 1, -5) .. 'waiting', unpack(waiting))
   if type(r) == 'table' and r.err then
-    if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+    if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
+    undo_keyed()
     if due then
       for d = 2, #due, 2 do redis.call('ZREM', scheduled, due[d]) end
     end
@@ -170,7 +219,8 @@ elseif n_ready > 0 or due then
 end
 -- undo takes back the list and set writes above when a later write fails.
 local function undo(tokens)
-  if n_ready > 0 then redis.call('LTRIM', ready, n_ready, -1) end
+  if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
+  undo_keyed()
   if waiting then
     for d = 2, #waiting, 2 do redis.call('ZREM', string.sub(prefix, 1, -5) .. 'waiting', waiting[d]) end
   end
@@ -205,7 +255,7 @@ if maxlen > 0 and (n_ready > 0 or due or waiting) then
     end
     local step = 2
     if ARGV[i + 7] ~= '0' then step = 3 end
-    local j = i + 14
+    local j = i + 15
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
       if codes[k] == '1' then event(ev, name, ARGV[j], typ, 0, '', '') end
@@ -297,6 +347,10 @@ while i <= nargs do
     f[base + 1] = 'dependents'; f[base + 2] = '1'
     base = base + 2
   end
+  if ARGV[i + 14] ~= '' then
+    f[base + 1] = 'limit_key'; f[base + 2] = ARGV[i + 14]
+    base = base + 2
+  end
   if ARGV[i + 9] ~= '1' and nonce ~= '' then
     f[base + 1] = 'enq'; f[base + 2] = nonce
     base = base + 2
@@ -325,7 +379,7 @@ while i <= nargs do
   end
   local step = 2
   if unique then step = 3 end
-  local j = i + 14
+  local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then

@@ -47,7 +47,8 @@ for i = 6, #ARGV, 5 do
     redis.call('ZREM', active, id)
     failed = failed + 1
     local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel', 'type', 'worker', 'started_at',
-      'attempts')
+      'attempts', 'limit_key')
+    if job[8] then key_freed(prefix, job[8], id, now, wakes) end
     local outcome = 'dead'
     if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then outcome = 'retry' end
     redis.call('HSET', key, 'last_error', err,

@@ -20,7 +20,13 @@
 -- ARGV[3]  dead_retention_ms    a cancelled job's hash expires this long after it died
 -- ARGV[4]  dead_max             the dead set keeps at most this many jobs
 -- ARGV[5]  postpone             "1": a postpone (delay_ms > 0): the hash's postponed
---                               counter goes up by one; "": a plain hand back
+--                               counter goes up by one; "k": the same, and a job with a
+--                               limit key K pauses K for delay_ms instead: the job goes
+--                               back to the head of K's list (jobs:{q}:kready:K, claimed
+--                               first when K runs again), K to jobs:{q}:keys at now+delay,
+--                               and jobs:{q}:kpause:K (STRING, PX delay_ms) keeps a job of
+--                               K ending from bringing K forward (key_freed); "": a plain
+--                               hand back
 -- ARGV[6]  reason               stored as last_error when not empty (postpone only)
 -- ARGV[7]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
@@ -38,7 +44,8 @@
 local active, ready, scheduled, wakes, dead, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local prefix, delay = ARGV[1], tonumber(ARGV[2])
 local dead_retention, dead_max = tonumber(ARGV[3]), tonumber(ARGV[4])
-local postpone, reason = ARGV[5] == '1', ARGV[6]
+local postpone, reason = ARGV[5] ~= '', ARGV[6]
+local pause_key = ARGV[5] == 'k'
 local maxlen = tonumber(ARGV[7])
 local ev = event_buf(events, maxlen)
 local now = nil
@@ -46,7 +53,7 @@ local out, n, freed = {}, 0, 0
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
-  local job = redis.call('HMGET', key, 'lease', 'cancel', 'type', 'attempt', 'worker')
+  local job = redis.call('HMGET', key, 'lease', 'cancel', 'type', 'attempt', 'worker', 'limit_key')
   if not holds(job[1], ARGV[i + 1]) then
     local ended = ended_outcome(job[1], ARGV[i + 1])
     if ended == 'back' then
@@ -59,6 +66,10 @@ for i = 8, #ARGV, 2 do
   else
     redis.call('ZREM', active, id)
     freed = freed + 1
+    if job[6] then
+      now = now or now_ms()
+      key_freed(prefix, job[6], id, now, wakes)
+    end
     redis.call('HINCRBY', key, 'attempt', -1)
     if job[2] or delay > 0 then now = now or now_ms() end
     if job[2] then
@@ -72,13 +83,19 @@ for i = 8, #ARGV, 2 do
         redis.call('HINCRBY', key, 'postponed', 1)
         if reason ~= '' then redis.call('HSET', key, 'last_error', reason) end
       end
-      if delay > 0 then
+      if pause_key and job[6] and delay > 0 then
+        local base = key_base(prefix)
+        redis.call('HSET', key, 'state', 'ready', 'lease', ended)
+        push_ready(ready, prefix, id, job[6], true, now)
+        redis.call('SET', base .. 'kpause:' .. job[6], '1', 'PX', delay)
+        redis.call('ZADD', base .. 'keys', (now + delay) * 1000, job[6])
+      elseif delay > 0 then
         local run_at = now + delay
         redis.call('HSET', key, 'state', 'scheduled', 'run_at', run_at, 'lease', ended)
         redis.call('ZADD', scheduled, run_at, id)
       else
         redis.call('HSET', key, 'state', 'ready', 'lease', ended)
-        redis.call('RPUSH', ready, id)
+        push_ready(ready, prefix, id, job[6], true, now or now_ms())
       end
       -- The attempt in the event is the one given back (the hash's is one less now).
       if postpone then

@@ -24,14 +24,14 @@
 local active, prefix, lease_ms, p = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local deadline = now + lease_ms
-local lost, cancelled, renewed, ids, progress = {}, {}, {}, {}, {}
+local lost, cancelled, renewed, ids, progress, keyed = {}, {}, {}, {}, {}, {}
 
 -- A lease whose deadline has passed is lost too, though its token still matches: reap
 -- may take the job at any moment, and its slot already counts as free to a queue's
 -- concurrency limit (claims count unexpired leases), so renewing it could put the queue
 -- over its limit. Lost, it is the same whether the reap or the heartbeat runs first.
 local function renew(id, token)
-  local job = redis.call('HMGET', prefix .. id, 'lease', 'cancel')
+  local job = redis.call('HMGET', prefix .. id, 'lease', 'cancel', 'limit_key')
   local d = tonumber(redis.call('ZSCORE', active, id))
   if not holds(job[1], token) or not d or d <= now then
     table.insert(lost, token)
@@ -41,6 +41,7 @@ local function renew(id, token)
   table.insert(renewed, deadline)
   table.insert(renewed, id)
   if job[2] then table.insert(cancelled, token) end
+  if job[3] then table.insert(keyed, {job[3], id}) end
   return true
 end
 
@@ -56,6 +57,10 @@ if #ids > 0 then
   -- puts the same members back is allowed; nobody sees the gap (the script is atomic).
   redis.call('ZREM', active, unpack(ids))
   redis.call('ZADD', active, unpack(renewed))
+end
+-- A keyed job's lease under its key (what the key's concurrency counts) moves with it.
+for _, kj in ipairs(keyed) do
+  redis.call('ZADD', key_base(prefix) .. 'kactive:' .. kj[1], 'XX', deadline, kj[2])
 end
 for _, i in ipairs(progress) do
   redis.call('HSET', prefix .. ARGV[i], 'progress', ARGV[i + 2], 'progress_msg', ARGV[i + 3], 'progress_at', now)

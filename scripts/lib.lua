@@ -174,6 +174,158 @@ local function wake(key, n, token)
   if redis.call('LPUSH', key, unpack(t)) > 128 then redis.call('LTRIM', key, 0, 127) end
 end
 
+-- Keyed jobs. A job enqueued with a limit key K (its hash's limit_key field) never waits in
+-- ready: it waits in its key's own list, and the key in the queue's ring of keys, so that
+-- a key held back by its limits holds back no other key and no unkeyed job (no
+-- head-of-line blocking). All in the queue's slot; base is "jobs:{q}:":
+--   base..'kready:'..K   LIST  K's ready jobs (LPUSH, claims RPOP: oldest first)
+--   base..'kactive:'..K  ZSET  job ID -> lease deadline (ms): K's leases, which its
+--                              concurrency counts (unexpired ones only)
+--   base..'ktat:'..K     STRING K's GCRA tat (us), expiring when it is due (no garbage)
+--   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua,
+--                              which scores K at the pause's end; key_freed leaves it there)
+--   base..'keys'         ZSET  K -> when (us) K may run next: keys with ready jobs only.
+--                              Claims take the due keys oldest first, and put a served key
+--                              back at now (behind the others: round-robin), a key held
+--                              back by its concurrency at its earliest lease deadline (an
+--                              end of one of its jobs brings it forward: key_freed) and
+--                              one held back by its rate at its next token.
+-- key_base is "jobs:{q}:" from the job key prefix "jobs:{q}:job:".
+local function key_base(prefix)
+  return string.sub(prefix, 1, -5)
+end
+
+-- push_ready makes job id ready to run: on ready, or, for a keyed job (lkey: its limit
+-- key; nil or '' for none), on its key's list with the key in the ring (its place kept
+-- when it has one). head: claimed next (a job handed back or reaped), else last. now in ms.
+local function push_ready(ready, prefix, id, lkey, head, now)
+  local list = ready
+  if lkey and lkey ~= '' then
+    local base = key_base(prefix)
+    list = base .. 'kready:' .. lkey
+    redis.call('ZADD', base .. 'keys', 'NX', now * 1000, lkey)
+  end
+  if head then redis.call('RPUSH', list, id) else redis.call('LPUSH', list, id) end
+end
+
+-- unready takes waiting job id off its ready list (ready, or its key's list; the key
+-- leaves the ring when that was its last job), for cancel and delete.
+local function unready(ready, prefix, id, lkey)
+  if not lkey or lkey == '' then
+    redis.call('LREM', ready, 0, id)
+    return
+  end
+  local base = key_base(prefix)
+  local list = base .. 'kready:' .. lkey
+  redis.call('LREM', list, 0, id)
+  if redis.call('LLEN', list) == 0 then redis.call('ZREM', base .. 'keys', lkey) end
+end
+
+-- key_freed ends job id's lease under its limit key lkey (ack, fail, hand back, reap): its
+-- slot is free at once. A key the ring holds back until later (its concurrency, most
+-- likely; not a handler's pause) is brought forward to now, and one worker is woken (wakes: the wake list, nil
+-- for none) to claim it; if its rate still holds it back, that claim puts it back at its
+-- next token.
+local function key_freed(prefix, lkey, id, now, wakes)
+  local base = key_base(prefix)
+  redis.call('ZREM', base .. 'kactive:' .. lkey, id)
+  local at = tonumber(redis.call('ZSCORE', base .. 'keys', lkey))
+  -- Not a key a handler paused: it stays at the pause's end (handback.lua).
+  if at and at > now * 1000 and redis.call('EXISTS', base .. 'kpause:' .. lkey) == 0 then
+    redis.call('ZADD', base .. 'keys', now * 1000, lkey)
+    if wakes then wake(wakes, 1, 'r') end
+  end
+end
+
+-- key_spec parses a key limit as limit.lua stores it: "concurrency rate period_ms burst",
+-- 0 for none of a kind. nil for none at all.
+local function key_spec(s)
+  if not s then return nil end
+  local c, r, p, b = string.match(s, '^(%d+) (%d+) (%d+) (%d+)$')
+  if not c then return nil end
+  return {conc = tonumber(c), rate = tonumber(r), period = tonumber(p), burst = math.max(tonumber(b), 1)}
+end
+
+-- pop_keyed pops up to want job IDs from the due keys (ring order), each key giving at
+-- most its share of what is left (round-robin) and what its limits allow now: its
+-- concurrency counts its unexpired leases, its rate is GCRA as the queue's (limit_room).
+-- limit: the queue's limits HASH (field 'key' the default of every key, 'key:'..K an
+-- override). Appends to ids and keyof (the key of each); returns the per-key record that
+-- key_claimed settles once the claim knows which jobs it took.
+local function pop_keyed(limit, base, due, want, now, now_us, ids, keyof)
+  local fields = {'key'}
+  for i, k in ipairs(due) do fields[i + 1] = 'key:' .. k end
+  local specs = redis.call('HMGET', limit, unpack(fields))
+  local recs = {}
+  for i, k in ipairs(due) do
+    local left = want - #ids
+    if left <= 0 then break end
+    local sp = key_spec(specs[i + 1]) or key_spec(specs[1])
+    local r = {key = k, list = base .. 'kready:' .. k, act = base .. 'kactive:' .. k, sp = sp, ids = {}}
+    local room = math.ceil(left / (#due - i + 1))
+    if sp and sp.conc > 0 then
+      r.free = sp.conc - redis.call('ZCOUNT', r.act, '(' .. now, '+inf')
+      room = math.min(room, math.max(r.free, 0))
+    end
+    if sp and sp.rate > 0 then
+      r.tat = base .. 'ktat:' .. k
+      r.tau = math.ceil(sp.period * 1000 / sp.rate)
+      r.base = math.max(tonumber(redis.call('GET', r.tat)) or 0, now_us)
+      r.tokens = math.floor((now_us + sp.burst * r.tau - r.base) / r.tau)
+      room = math.min(room, math.max(r.tokens, 0))
+    end
+    if room > 0 then
+      local got = redis.call('RPOP', r.list, room)
+      if got then
+        for _, id in ipairs(got) do
+          ids[#ids + 1] = id
+          keyof[#ids] = r
+        end
+      end
+    end
+    recs[#recs + 1] = r
+  end
+  return recs
+end
+
+-- key_claimed settles the keys pop_keyed took from: the leases of the jobs claimed
+-- (r.ids) go into the key's lease set, its rate's tat moves on by one tau each, and the
+-- key gets its next place in the ring: gone when it has no job left, else now (behind
+-- the keys due before it), or later when a limit holds it back: its earliest lease
+-- deadline (concurrency) or its next token (rate), whichever is later.
+local function key_claimed(ring, recs, deadline, now, now_us)
+  -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
+  local places, gone = {}, {}
+  for _, r in ipairs(recs) do
+    local m = #r.ids
+    if m > 0 then
+      local z = {}
+      for _, id in ipairs(r.ids) do z[#z + 1] = deadline; z[#z + 1] = id end
+      redis.call('ZADD', r.act, unpack(z))
+    end
+    local at = now_us
+    if r.tau and m > 0 then
+      local tat = r.base + m * r.tau
+      redis.call('SET', r.tat, string.format('%.0f', tat), 'PX', math.floor((tat - now_us) / 1000) + 1)
+    end
+    if redis.call('LLEN', r.list) == 0 then
+      gone[#gone + 1] = r.key
+    else
+      if r.free and r.free - m <= 0 then
+        local first = redis.call('ZRANGEBYSCORE', r.act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+        if first[2] then at = math.max(at, (tonumber(first[2]) + 1) * 1000) end
+      end
+      if r.tau and r.tokens - m <= 0 then
+        at = math.max(at, r.base + m * r.tau - (r.sp.burst - 1) * r.tau)
+      end
+      places[#places + 1] = at
+      places[#places + 1] = r.key
+    end
+  end
+  if #places > 0 then redis.call('ZADD', ring, unpack(places)) end
+  if #gone > 0 then redis.call('ZREM', ring, unpack(gone)) end
+end
+
 -- dead_core moves a job to the dead set (it is already out of every other set), releases
 -- its unique key, expires its hash after retention_ms and trims the dead set. ended: the
 -- job's ended lease (ended_lease) when the holder of its lease ends the attempt here, or
@@ -278,7 +430,7 @@ local function resolve_dep(prefix, tid, src, outcome, now, ev, dead_retention, d
   local base = string.sub(prefix, 1, -5)
   if redis.call('SREM', base .. 'deps:' .. tid, src) == 0 then return nil end
   local key = prefix .. tid
-  local d = redis.call('HMGET', key, 'state', 'dep_policy', 'type')
+  local d = redis.call('HMGET', key, 'state', 'dep_policy', 'type', 'limit_key')
   if d[1] ~= 'waiting' then return nil end
   if outcome ~= 'done' and d[2] ~= 'run' then
     local err = 'dependency ' .. string.gsub(src, '\t', '/') .. ' died'
@@ -291,7 +443,7 @@ local function resolve_dep(prefix, tid, src, outcome, now, ev, dead_retention, d
   if redis.call('EXISTS', base .. 'deps:' .. tid) == 0 then
     redis.call('ZREM', base .. 'waiting', tid)
     redis.call('HSET', key, 'state', 'ready')
-    redis.call('LPUSH', base .. 'ready', tid)
+    push_ready(base .. 'ready', prefix, tid, d[4], false, now)
     wake(base .. 'wake', 1, 'r')
     if ev then event(ev, 'enqueued', tid, d[3], 0, '', '') end
   end
@@ -382,14 +534,15 @@ end
 -- (nothing changed for that job). Its first write is a ZREM: see below. Each settled job
 -- gets one event in k.ev: done, or dead for a cancelled one (whose attempt is also recorded
 -- in its history; a done attempt needs no record, see add_attempt). k.freed is set to the
--- number of jobs settled (slots freed, for wake_freed).
+-- number of jobs settled (slots freed, for wake_freed). A keyed job's slot under its key
+-- is freed too (key_freed; k.wakes: the wake list).
 local function ack_jobs(k, now, argv, from)
   local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
   local out, finished, held, at = {}, {}, {}, {}
   for i = from, #argv, 3 do
     local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep', 'cancel',
-      'type', 'attempt', 'worker', 'dependents', 'batch')
+      'type', 'attempt', 'worker', 'dependents', 'batch', 'limit_key')
     if not holds(job[1], argv[i + 1]) then
       -- 2 or 3: this very lease settled it already (go-redis resent an ack whose reply was
       -- lost).
@@ -420,6 +573,7 @@ local function ack_jobs(k, now, argv, from)
     local key = prefix .. id
     local token = argv[at[n] + 1]
     local job = held[n]
+    if job[10] then key_freed(prefix, job[10], id, now, k.wakes) end
     if job[4] then
       local h = redis.call('HMGET', key, 'started_at', 'attempts')
       redis.call('HSET', key, 'last_error', 'cancelled by operator', 'attempts',
@@ -457,6 +611,19 @@ local function ack_jobs(k, now, argv, from)
   return out
 end
 
+-- rate_ahead is how far ahead (us) a claim may take a rate's next tokens: a job whose
+-- token is due within it is claimed now and starts at its token's instant (the worker
+-- holds it until then), instead of the claim coming back when the token is due. A claim
+-- that reached Redis after its token was due started the job late, and GCRA counts the
+-- next token from that start: at 1,000/s about a third of the rate was lost that way.
+-- Claimed ahead, the starts are the tokens' instants exactly, so the rate is delivered
+-- in full and the bound (at most rate + burst - 1 starts in any period) holds for them.
+-- 20ms: more than a round trip and a loaded worker's timer lateness, little enough for a
+-- slot to wait.
+local function rate_ahead()
+  return 20000
+end
+
 -- limit_room is how many of the n jobs a claim asked for the queue's limits let it take now.
 -- limit is the queue's limits HASH (jobs:{q}:limit: concurrency, rate, period_ms, burst,
 -- tat; see limit.lua), active its lease ZSET; now in ms and us (the same TIME). Returns g:
@@ -482,10 +649,20 @@ local function limit_room(limit, active, n, now, now_us)
     g.tau = math.ceil(tonumber(l[3]) * 1000 / rate)
     g.burst = tonumber(l[4]) or 1
     g.base = math.max(tonumber(l[5]) or 0, now_us)
-    local tokens = math.floor((now_us + g.burst * g.tau - g.base) / g.tau)
+    -- Tokens due within rate_ahead(): reserved now, each job started at its token's
+    -- instant (claim_jobs), so a worker that claims a little early loses no time.
+    local tokens = math.floor((now_us + rate_ahead() + g.burst * g.tau - g.base) / g.tau)
     if tokens < g.n then g.n, g.why = math.max(tokens, 0), 2 end
   end
   return g
+end
+
+-- rate_start is when the m-th job (1-based) a claim took under the queue's rate starts
+-- (us): its token's instant, base + (m - burst) * tau, or now when that has passed. Now
+-- without a rate.
+local function rate_start(g, m, now_us)
+  if not g.tau then return now_us end
+  return math.max(g.base + (m - g.burst) * g.tau, now_us)
 end
 
 -- limit_take spends m rate tokens (g from limit_room; nothing without a rate): tat moves
@@ -499,17 +676,27 @@ end
 
 -- limit_reply is the limit part of a claim's reply: {concurrency, why, wait_us, free}. free
 -- is, with a concurrency limit, how many slots this claim left free (m: jobs it claimed;
--- else 0). why is g.why
--- when a limit cut the claim short and jobs are left in ready (else 0: the claim got all
--- it asked for, or the queue ran dry); wait_us is then how long until the next slot or
--- token: for the rate, exactly when the next token is due (m tokens taken); for
--- concurrency, when the earliest lease expires (a freed slot also pushes a wake token, see
--- wake_freed; this is for the slot of a worker that died).
-local function limit_reply(g, ready, active, m, now, now_us)
+-- else 0). why is g.why when a limit cut the claim short and jobs are left waiting (in
+-- ready or under a key; else 0: the claim got all it asked for, or the queue ran dry);
+-- wait_us is then how long until the next slot or token: for the rate, exactly when the
+-- next token is due (m tokens taken); for concurrency, when the earliest lease expires (a
+-- freed slot also pushes a wake token, see wake_freed; this is for the slot of a worker
+-- that died); for keys (why 3: every key with jobs is held back by its own limits, and
+-- ready is empty), when the first of them is due in the ring (a job of a key ending
+-- brings its key forward and pushes a wake token, see key_freed).
+local function limit_reply(g, ready, active, ring, m, now, now_us)
   local free = math.max((g.free or 0) - m, 0)
-  if not g.why or redis.call('LLEN', ready) == 0 then return {g.conc, 0, 0, free} end
+  if g.why == 3 then
+    local first = redis.call('ZRANGE', ring, 0, 0, 'WITHSCORES')
+    if not first[2] then return {g.conc, 0, 0, free} end
+    return {g.conc, 3, math.max(tonumber(first[2]) - now_us, 1), free}
+  end
+  if not g.why or (redis.call('LLEN', ready) == 0 and redis.call('EXISTS', ring) == 0) then
+    return {g.conc, 0, 0, free}
+  end
   if g.why == 2 then
-    return {g.conc, 2, math.max(g.base + m * g.tau - (g.burst - 1) * g.tau - now_us, 1), free}
+    -- The next claim may come rate_ahead before the next token is due.
+    return {g.conc, 2, math.max(g.base + m * g.tau - (g.burst - 1) * g.tau - rate_ahead() - now_us, 1), free}
   end
   local first = redis.call('ZRANGEBYSCORE', active, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local wait = 1000
@@ -517,23 +704,49 @@ local function limit_reply(g, ready, active, m, now, now_us)
   return {g.conc, 1, math.max(wait, 1), free}
 end
 
--- claim_jobs moves up to n jobs from ready to active (claim.lua, ackclaim.lua), each under
--- a lease of lease_ms whose token is token .. ':' .. k (k: the job's place in the RPOP),
--- as many as the queue's limits allow (limit: jobs:{q}:limit, see limit_room). now is in
--- ms (started_at, the lease deadline), now_us the same instant in us (the rate's clock).
+-- claim_jobs moves up to n jobs from ready and the keys' lists to active (claim.lua,
+-- ackclaim.lua), each under a lease of lease_ms whose token is token .. ':' .. k (k: the
+-- job's place in the claim), as many as the queue's limits allow (limit: jobs:{q}:limit,
+-- see limit_room) and, for keyed jobs, their keys' limits (pop_keyed). now is in ms
+-- (started_at, the lease deadline), now_us the same instant in us (the rate's clock).
+-- Keyed and unkeyed jobs share the claim: while both wait, half of it goes to the due
+-- keys (one job of a claim of one: every other microsecond, by Redis's clock), the rest
+-- to ready, and either takes what the other leaves. A queue without keyed jobs pays one
+-- ZRANGEBYSCORE of a missing key.
 -- Returns the claimed jobs, one array per job: the job's hash as a flat field/value array
--- (HGETALL, read before this claim's writes) followed by three values: its ID, its new
--- attempt, k; and the limit part of the reply (limit_reply). Nothing while the queue is
+-- (HGETALL, read before this claim's writes) followed by four values: its ID, its new
+-- attempt, k, and its start (us: now, or under a rate its token's instant, at most
+-- rate_ahead from now: the worker starts it then; started_at is the same in ms); and the limit part of the reply (limit_reply). Nothing while the queue is
 -- paused. The claim also sets state, started_at (now) and worker, which the caller knows.
 -- Each claimed job gets a 'started' event in the call's events buffer ev (see event_buf;
--- the caller writes it, after the RPOP: the first write). The rate's tokens are taken
--- after the RPOP too, one per job claimed (a stale ID dropped takes none).
+-- the caller writes it, after the RPOPs: the first writes). The rates' tokens are taken
+-- after the RPOPs too, one per job claimed (a stale ID dropped takes none).
 local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, worker, token, now, now_us, ev)
   if n <= 0 or redis.call('EXISTS', paused) == 1 then return {}, {0, 0, 0, 0} end
   local g = limit_room(limit, active, n, now, now_us)
-  local ids
-  if g.n > 0 then ids = redis.call('RPOP', ready, g.n) end
-  if not ids then return {}, limit_reply(g, ready, active, 0, now, now_us) end
+  local base = key_base(prefix)
+  local ring = base .. 'keys'
+  local ids, keyof, recs = {}, {}, nil
+  if g.n > 0 then
+    local due = redis.call('ZRANGEBYSCORE', ring, '-inf', now_us, 'LIMIT', 0, g.n + 16)
+    if #due > 0 then
+      local share = g.n
+      if redis.call('LLEN', ready) > 0 then
+        if g.n == 1 then share = now_us % 2 else share = math.ceil(g.n / 2) end
+      end
+      if share > 0 then recs = pop_keyed(limit, base, due, share, now, now_us, ids, keyof) end
+    end
+    if #ids < g.n then
+      local got = redis.call('RPOP', ready, g.n - #ids)
+      if got then
+        for _, id in ipairs(got) do ids[#ids + 1] = id end
+      end
+    end
+    -- A claim of one that gave its turn to ready and found it empty takes a key's job.
+    if #ids == 0 and #due > 0 and not recs then
+      recs = pop_keyed(limit, base, due, g.n, now, now_us, ids, keyof)
+    end
+  end
   local deadline = now + lease_ms
   local out, leased = {}, {}
   for k, id in ipairs(ids) do
@@ -557,21 +770,29 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- say from a command resent after a lost reply): running it would run the job twice,
     -- or take a done job back to active.
     if state == 'ready' then
-      redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', now,
+      local start = rate_start(g, #out + 1, now_us)
+      redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', math.floor(start / 1000),
         'worker', worker, 'lease', token .. ':' .. k)
       event(ev, 'started', id, typ, attempt, worker, '')
       job[#job + 1] = id
       job[#job + 1] = attempt
       job[#job + 1] = k
+      job[#job + 1] = start
       out[#out + 1] = job
       leased[#leased + 1] = deadline
       leased[#leased + 1] = id
+      if keyof[k] then table.insert(keyof[k].ids, id) end
     end
   end
   if #leased > 0 then redis.call('ZADD', active, unpack(leased)) end
+  if recs then key_claimed(ring, recs, deadline, now, now_us) end
   limit_take(limit, g, #out)
-  if #ids < g.n then g.why = nil end -- ready ran dry before the limit was met
-  return out, limit_reply(g, ready, active, #out, now, now_us)
+  if #ids < g.n then
+    g.why = nil -- ready and the due keys ran dry before the queue's limit was met
+    -- Every key left is held back by its own limits: say until when.
+    if redis.call('LLEN', ready) == 0 and redis.call('EXISTS', ring) == 1 then g.why = 3 end
+  end
+  return out, limit_reply(g, ready, active, ring, #out, now, now_us)
 end
 
 -- wake_freed wakes workers waiting on the queue's concurrency limit after a script freed
@@ -580,12 +801,14 @@ end
 -- worker waits on it) and jobs are ready to take the slot, so a freed slot wakes one
 -- waiting worker, not a herd, and a limit that never binds pushes nothing. limit:
 -- jobs:{q}:limit; freed: slots this script freed; taken: jobs it claimed after freeing
--- them (ackclaim); now in ms. Nothing for a queue without a concurrency limit (one HGET).
+-- them (ackclaim); now in ms. Jobs wait in ready or under a key (jobs:{q}:keys, named
+-- from limit's name). Nothing for a queue without a concurrency limit (one HGET).
 local function wake_freed(limit, active, ready, wakes, freed, taken, now)
   if freed <= 0 then return end
   local conc = tonumber(redis.call('HGET', limit, 'concurrency'))
   if not conc then return end
   local free = conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
-  if free + taken - freed > 0 or redis.call('LLEN', ready) == 0 then return end
+  if free + taken - freed > 0 then return end
+  if redis.call('LLEN', ready) == 0 and redis.call('EXISTS', string.sub(limit, 1, -6) .. 'keys') == 0 then return end
   wake(wakes, math.min(freed, free), 'r')
 end

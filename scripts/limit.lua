@@ -5,7 +5,8 @@
 --
 -- KEYS[1]  jobs:{q}:limit       HASH  concurrency (running jobs), rate (starts per
 --                               period_ms), period_ms, burst, tat (the rate's GCRA state,
---                               us; written by claims)
+--                               us; written by claims); key (the default limits of every
+--                               limit key) and key:<K> (a key's own), see ARGV[12..]
 -- KEYS[2]  jobs:{q}:events      STREAM one 'limit' entry per call that changed something,
 --                               its error field the limits now ("" when none is left)
 -- ARGV[1]  concurrency          "": unchanged; "0": removed; N > 0: set
@@ -18,12 +19,26 @@
 --                               old limits claim again at once
 -- ARGV[6]  queue                the queue's name, for the notice
 -- ARGV[7]  events_max           the events stream keeps about this many entries (<= 0: none)
+-- ARGV[8]  key concurrency      per key: "" unchanged, "0" removed, N > 0 set; "*": every
+--                               per-key limit removed, the default and the overrides
+-- ARGV[9]  key rate             per key: "" unchanged, "0" removed (with its period and
+--                               burst), N > 0 set with ARGV[10] and ARGV[11]
+-- ARGV[10] key period_ms
+-- ARGV[11] key burst
+-- ARGV[12..] limit keys         none: ARGV[8..11] change the default of every key (field
+--                               'key'); else the own limits of these keys (fields
+--                               'key:'..K), which replace the default for them. Each is
+--                               stored as "concurrency rate period_ms burst" (0: none of
+--                               that kind; lib.lua's key_spec reads it), removed when
+--                               nothing is left in it. A key's rate state (its tat, in
+--                               jobs:{q}:ktat:K) is kept: a changed key rate applies from
+--                               the key's next token.
 -- Returns  1 if the limits changed, 0 if they already were so (nothing written).
 -- Clock    none.
--- Invariant a rate whose rate, period or burst changed starts afresh (tat removed: a full
+-- Invariant a queue rate whose rate, period or burst changed starts afresh (tat removed: a full
 --          burst is allowed at once); an unchanged one keeps its tat, so setting the
---          same limits again never lets a burst through. The hash is deleted when no
---          limit is left.
+--          same limits again never lets a burst through. The hash is gone when no limit
+--          is left (Redis deletes an empty hash).
 
 local limit, events = KEYS[1], KEYS[2]
 local conc, rate, period, burst = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -42,12 +57,52 @@ elseif rate ~= '' and (rate ~= old[2] or period ~= old[3] or burst ~= old[4]) th
   redis.call('HDEL', limit, 'tat')
   changed = true
 end
+-- Per-key limits: the default ('key') or the overrides named.
+local kc, kr, kp, kb = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+local fields = {}
+if #ARGV < 12 then fields[1] = 'key' end
+for i = 12, #ARGV do fields[#fields + 1] = 'key:' .. ARGV[i] end
+if kc == '*' then
+  -- Every per-key limit, the default and the overrides.
+  for _, f in ipairs(redis.call('HKEYS', limit)) do
+    if f == 'key' or string.sub(f, 1, 4) == 'key:' then
+      redis.call('HDEL', limit, f)
+      changed = true
+    end
+  end
+  fields = {}
+elseif kc ~= '' or kr ~= '' then
+  for _, f in ipairs(fields) do
+    local cur = redis.call('HGET', limit, f)
+    local c, r, p, b = '0', '0', '0', '0'
+    if cur then c, r, p, b = string.match(cur, '^(%d+) (%d+) (%d+) (%d+)$') end
+    if kc ~= '' then c = kc end
+    if kr == '0' then
+      r, p, b = '0', '0', '0'
+    elseif kr ~= '' then
+      r, p, b = kr, kp, kb
+    end
+    local v = c .. ' ' .. r .. ' ' .. p .. ' ' .. b
+    if v == '0 0 0 0' then
+      if cur then
+        redis.call('HDEL', limit, f)
+        changed = true
+      end
+    elseif v ~= cur then
+      redis.call('HSET', limit, f, v)
+      changed = true
+    end
+  end
+end
 if not changed then return 0 end
 local now = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst')
 local desc = {}
 if now[1] then desc[#desc + 1] = 'concurrency ' .. now[1] end
 if now[2] then desc[#desc + 1] = 'rate ' .. now[2] .. '/' .. now[3] .. 'ms burst ' .. now[4] end
-if #desc == 0 then redis.call('DEL', limit) end
+for _, f in ipairs(fields) do
+  local v = redis.call('HGET', limit, f)
+  if v then desc[#desc + 1] = f .. ' ' .. v end
+end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 local ev = event_buf(events, tonumber(ARGV[7]))
 event(ev, 'limit', '', '', 0, '', table.concat(desc, ', '))

@@ -21,9 +21,10 @@ for _, set in ipairs({scheduled, retry}) do
     redis.call('ZREM', set, id)
     local key = prefix .. id
     -- A hash that expired or was deleted leaves nothing to run.
-    if redis.call('EXISTS', key) == 1 then
+    local lkey = redis.call('HMGET', key, 'state', 'limit_key')
+    if lkey[1] then
       redis.call('HSET', key, 'state', 'ready')
-      redis.call('LPUSH', ready, id)
+      push_ready(ready, prefix, id, lkey[2], false, now)
       moved = moved + 1
     end
   end

@@ -43,7 +43,8 @@ for _, id in ipairs(expired) do
   redis.call('ZREM', active, id)
   local key = prefix .. id
   local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'worker', 'cancel', 'type', 'started_at',
-    'attempts')
+    'attempts', 'limit_key')
+  if job[8] then key_freed(prefix, job[8], id, now, wakes) end
   if job[1] then
     local err = 'lease expired: worker ' .. (job[3] or '?') .. ' stopped renewing it (crashed or cut off)'
     redis.call('HSET', key, 'last_error', err,
@@ -51,7 +52,7 @@ for _, id in ipairs(expired) do
     if tonumber(job[1]) <= tonumber(job[2]) and not job[4] then
       redis.call('HSET', key, 'state', 'ready', 'finished_at', now)
       redis.call('HDEL', key, 'lease')
-      redis.call('RPUSH', ready, id)
+      push_ready(ready, prefix, id, job[8], true, now)
       n_ready = n_ready + 1
       event(ev, 'reaped', id, job[5], job[1], job[3], err)
     else

@@ -28,7 +28,7 @@ local out, n = {}, 0
 for i = 4, #ARGV do
   local id = ARGV[i]
   local key = prefix .. id
-  local job = redis.call('HMGET', key, 'state', 'type', 'attempt')
+  local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'limit_key')
   local state = job[1]
   if not state then
     table.insert(out, 'missing')
@@ -42,7 +42,7 @@ for i = 4, #ARGV do
       redis.call('PERSIST', key)
     end
     redis.call('HSET', key, 'state', 'ready')
-    redis.call('LPUSH', ready, id)
+    push_ready(ready, prefix, id, job[4], false, now_ms())
     event(ev, 'requeued', id, job[2], job[3], '', '')
     n = n + 1
     table.insert(out, 'ready')

@@ -62,7 +62,10 @@ func (l *loop) exchange(now time.Time) {
 		// Claim in batches: while a claim is in flight, wait until half the room is free
 		// before sending another, so each call claims many jobs (Redis's cost per call is
 		// mostly fixed) and the two calls in flight alternate.
-		if l.reserved > 0 && want < (l.cfg.Concurrency+l.aheadNow())/2 {
+		// Not when a finished job holds a slot of a queue's concurrency limit: its ack
+		// frees the slot and the same call takes it again, rather than the slot standing
+		// empty for a round trip or two (a waiting worker woken, then claiming).
+		if l.reserved > 0 && want < (l.cfg.Concurrency+l.aheadNow())/2 && !l.limitedAcks() {
 			want = 0
 		}
 	}
@@ -91,7 +94,9 @@ func (l *loop) exchange(now time.Time) {
 	for _, q := range l.queues {
 		// Acks ride with claims; alone, they go when nothing is in flight on the queue
 		// (the reply of what is in flight sends them at once), or when stopping.
-		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || l.stopping && q.inflight < 2)
+		// On a queue near its concurrency limit, acks go at once: each holds a slot of
+		// the limit until it reaches Redis.
+		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || (l.stopping || l.nearLimit(q)) && q.inflight < 2)
 		if q.inflight < 2 && !now.Before(q.retryAt) && (q.share > 0 || acksAlone) {
 			l.sendExchange(q, q.share, now)
 		}
@@ -124,7 +129,11 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 		delete(q.replies, q.placed+1)
 		q.placed++
 		for _, j := range rep.jobs {
-			got = append(got, &run{job: j, q: q, state: claimed, renewed: rep.sent, claimed: rep.sent, index: -1})
+			r := &run{job: j, q: q, state: claimed, renewed: rep.sent, claimed: rep.sent, index: -1}
+			if j.StartedAt.After(rep.redis) && !rep.redis.IsZero() {
+				r.notBefore = rep.got.Add(j.StartedAt.Sub(rep.redis))
+			}
+			got = append(got, r)
 		}
 	}
 	l.held -= len(got)
@@ -138,6 +147,7 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 			// worker may take it over before it could end here. (Or this worker is to
 			// run nothing new.)
 			back = append(back, r)
+		case l.heldForPause(r):
 		case len(l.idle) > 0:
 			s := l.idle[len(l.idle)-1]
 			l.idle = l.idle[:len(l.idle)-1]

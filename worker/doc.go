@@ -10,7 +10,7 @@
 // (run.go: claimed, buffered, running, settling, abandoned), the claim-ahead buffer,
 // pending acks, lease deadlines and per-queue schedules. Slots are goroutines that only
 // run handlers and report outcomes; every Redis call runs on a goroutine of its own and
-// reports back to the loop (calls.go), so no call, however slow, holds the loop, the
+// reports back to the loop (calls.go; settle.go for outcomes), so no call, however slow, holds the loop, the
 // other queues or the watchdogs. A queue whose calls fail (its cluster master is down)
 // backs off alone. A call that records an outcome (fail, hand back, postpone) is retried
 // with backoff while the job's lease holds; if it never gets through, the lease expires
@@ -81,8 +81,9 @@
 // Exec handlers (`jobs worker --run TYPE=COMMAND`) run a program per job: payload on
 // stdin, JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT in the environment, exit 0 for
 // success (stdout is the result), 75 to ask for a retry, 76 to snooze (ExitSnooze: also
-// the answer to an upstream 429, with the Retry-After delay as stdout's last line),
-// anything else to fail. Progress lines "PERCENT [MESSAGE]" go to file descriptor 3
+// the answer to an upstream 429, with the Retry-After delay as stdout's last line), 77 to
+// pause the job's limit key (ExitPauseKey: the same, for every job of the key; the key is
+// in JOB_LIMIT_KEY), anything else to fail. Progress lines "PERCENT [MESSAGE]" go to file descriptor 3
 // (JOB_PROGRESS_FD); bad lines are ignored.
 //
 // # Typed jobs, middleware, policies and hooks

@@ -86,6 +86,18 @@ func Snooze(d time.Duration) error {
 // run.
 func RetryAfter(d time.Duration) error { return Snooze(d) }
 
+// PauseKey returns the error by which a handler says "not now" for every job of this
+// job's limit key (see queue.LimitKey): no job of the key starts anywhere for d (at least
+// a millisecond), and this one runs again first when the pause ends, its attempt not
+// counted, as with Snooze. Other keys and jobs without a key run on. For an upstream that
+// answered 429 for one customer. A job without a limit key is snoozed for d. An exec
+// handler does the same by printing the delay as its stdout's last line and exiting with
+// ExitPauseKey (77).
+func PauseKey(d time.Duration) error {
+	return &postpone{after: max(d, time.Millisecond), snooze: true, pauseKey: true,
+		reason: fmt.Sprintf("limit key paused for %s", max(d, time.Millisecond))}
+}
+
 // IsSnooze reports whether err, or an error it wraps, came from Snooze or RetryAfter.
 func IsSnooze(err error) bool {
 	var p *postpone

@@ -66,6 +66,8 @@ type postpone struct {
 	reason string // becomes the job's last_error when not empty
 	quiet  bool   // expected contention: logged at Debug
 	snooze bool   // the handler asked for it (Snooze)
+	// pauseKey: the handler asked to pause the job's limit key (PauseKey).
+	pauseKey bool
 }
 
 func (p *postpone) Error() string {

@@ -29,6 +29,13 @@ const ExitRetry = 75
 // saying so.
 const ExitSnooze = 76
 
+// ExitPauseKey is the exit code by which an exec handler pauses its job's limit key (see
+// PauseKey): the last line of its stdout says for how long, as for ExitSnooze. No job of
+// the key starts before then; this one runs first when the pause ends, its attempt not
+// counted. JOB_LIMIT_KEY holds the job's limit key (empty when it has none: the job is
+// then snoozed).
+const ExitPauseKey = 77
+
 // Output limits of an exec handler. A job's result is its program's stdout if that is at
 // most MaxExecResult bytes; a longer one is cut, and a last line says so:
 // "[jobs: output truncated: first N of M bytes kept]", with the result still at most
@@ -41,10 +48,11 @@ const (
 )
 
 // Exec is a Handler that runs a program for each job (`jobs worker --run TYPE=COMMAND`).
-// The program gets the payload on stdin and JOB_ID, JOB_TYPE, JOB_QUEUE and JOB_ATTEMPT
+// The program gets the payload on stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT and JOB_LIMIT_KEY
 // in its environment; it is run directly, never through a shell, so a payload can never
 // be interpreted as shell code. Exit 0 succeeds with stdout as the job's result,
-// ExitRetry (75) asks for a retry, ExitSnooze (76) snoozes the job, anything else fails
+// ExitRetry (75) asks for a retry, ExitSnooze (76) snoozes the job, ExitPauseKey (77)
+// pauses its limit key, anything else fails
 // with the tail of stderr as the error. When the job's context ends (timeout, lost lease, cancel, shutdown) the
 // program's whole process group is killed; on Linux the program is also killed when the
 // worker dies, even by SIGKILL, so it cannot run on beside the job's next attempt.
@@ -110,7 +118,7 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	cmd := exec.CommandContext(ctx, e.Args[0], e.Args[1:]...)
 	cmd.Stdin = bytes.NewReader(job.Payload)
 	cmd.Env = append(os.Environ(), "JOB_ID="+job.ID, "JOB_TYPE="+job.Type,
-		"JOB_QUEUE="+job.Queue, "JOB_ATTEMPT="+strconv.Itoa(job.Attempt), "JOB_PROGRESS_FD=3")
+		"JOB_QUEUE="+job.Queue, "JOB_ATTEMPT="+strconv.Itoa(job.Attempt), "JOB_PROGRESS_FD=3", "JOB_LIMIT_KEY="+job.LimitKey)
 	if len(job.After) > 0 || !job.Batch.IsZero() {
 		env, err := e.workflowEnv(ctx, job)
 		if err != nil {
@@ -173,12 +181,20 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	if errors.As(err, &exit) && exit.ExitCode() == ExitRetry {
 		return &retryRequested{msg: fmt.Sprintf("exit status %d: retry requested%s", ExitRetry, stderr.suffix())}
 	}
-	if errors.As(err, &exit) && exit.ExitCode() == ExitSnooze {
-		if d, ok := snoozeDelay(stdout.result()); ok {
+	if errors.As(err, &exit) && (exit.ExitCode() == ExitSnooze || exit.ExitCode() == ExitPauseKey) {
+		code, what := exit.ExitCode(), "snooze"
+		if code == ExitPauseKey {
+			what = "pause key"
+		}
+		d, ok := snoozeDelay(stdout.result())
+		switch {
+		case ok && code == ExitPauseKey:
+			return PauseKey(d)
+		case ok:
 			return Snooze(d)
 		}
-		return fmt.Errorf("%s: exit status %d (snooze) without a delay as the last line of stdout (\"30s\", \"5m\" or seconds)%s",
-			e.Args[0], ExitSnooze, stderr.suffix())
+		return fmt.Errorf("%s: exit status %d (%s) without a delay as the last line of stdout (\"30s\", \"5m\" or seconds)%s",
+			e.Args[0], code, what, stderr.suffix())
 	}
 	return fmt.Errorf("%s: %w%s", e.Args[0], err, stderr.suffix())
 }

@@ -10,6 +10,7 @@ package worker
 // channel, and ends every such wait at once.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/proto"
@@ -36,11 +37,11 @@ func (l *loop) limitMet(q *queueState, lim proto.Limited, sent time.Time) {
 	}
 }
 
-// woken ends a wait on the concurrency limit: a wake token came (a slot freed, or a job
+// woken ends a wait on the concurrency limit or the keys' limits: a wake token came (a slot freed, or a job
 // was made ready, which another worker's freed slot may now take), or the wait on wake
 // lists ended without one (a token may have been lost with a crashed worker).
 func (s *limitState) woken() {
-	if s.by == proto.LimitConcurrency {
+	if s.by == proto.LimitConcurrency || s.by == proto.LimitKeys {
 		s.until = time.Time{}
 	}
 }
@@ -56,10 +57,11 @@ func (l *loop) ackFrees() {
 	}
 }
 
-// waitsForSlot reports whether the queue waits on its concurrency limit: the loop's wait
-// then blocks on its wake list too, where a freed slot pushes a token.
+// waitsForSlot reports whether the queue waits on its concurrency limit, or on its keys'
+// limits: the loop's wait then blocks on its wake list too, where a freed slot (of the
+// queue, or of a key that held its jobs back) pushes a token.
 func (s *limitState) waitsForSlot(now time.Time) bool {
-	return s.by == proto.LimitConcurrency && now.Before(s.until)
+	return (s.by == proto.LimitConcurrency || s.by == proto.LimitKeys) && now.Before(s.until)
 }
 
 // limitChanged ends any wait on the named queue's limits: an operator changed them.
@@ -82,4 +84,108 @@ func (l *loop) capShares() {
 			q.share = min(q.share, free+q.limit.free/2)
 		}
 	}
+}
+
+// holdKey takes out of the buffer the runs of r's queue and limit key: r's handler paused
+// the key (PauseKey), and they were claimed ahead before the pause began; run here, they
+// would start during it. They are handed back once the pause is in Redis (releaseKey):
+// handed back before, a claim could take them again before the pause.
+func (l *loop) holdKey(r *run, err error) {
+	if r.job.LimitKey == "" {
+		return
+	}
+	var pp *postpone
+	errors.As(err, &pp)
+	if l.keyPausing == nil {
+		l.keyPausing = map[string]keyPause{}
+	}
+	l.keyPausing[r.job.Queue+"\x00"+r.job.LimitKey] = keyPause{r: r, until: time.Now().Add(pp.after)}
+	var out []*run
+	keep := l.buffer[:0]
+	for _, b := range l.buffer {
+		if b.job.Queue == r.job.Queue && b.job.LimitKey == r.job.LimitKey {
+			out = append(out, b)
+			continue
+		}
+		keep = append(keep, b)
+	}
+	clear(l.buffer[len(keep):])
+	l.buffer = keep
+	for _, b := range out {
+		l.holdForPause(r, b)
+	}
+}
+
+// holdForPause holds b until r's pause call ends (releaseKey).
+func (l *loop) holdForPause(r, b *run) {
+	if l.keyHeld == nil {
+		l.keyHeld = map[*run][]*run{}
+	}
+	l.keyHeld[r] = append(l.keyHeld[r], b)
+}
+
+// heldForPause holds a run just claimed if a handler here is pausing its limit key now:
+// the claim ran in Redis before the pause did.
+// Until the pause ends (by this worker's clock): a claim sent before the pause reached
+// Redis may reply after the pause call did.
+func (l *loop) heldForPause(b *run) bool {
+	if b.job.LimitKey == "" || len(l.keyPausing) == 0 {
+		return false
+	}
+	k := b.job.Queue + "\x00" + b.job.LimitKey
+	p, ok := l.keyPausing[k]
+	switch {
+	case !ok:
+		return false
+	case !time.Now().Before(p.until):
+		delete(l.keyPausing, k)
+		return false
+	case p.r != nil:
+		l.holdForPause(p.r, b)
+	default:
+		l.handBack([]*run{b})
+	}
+	return true
+}
+
+// keyPause is a pause of a limit key a handler here asked for: r is the paused run while
+// its call is in flight (nil after), until when the pause ends.
+type keyPause struct {
+	r     *run
+	until time.Time
+}
+
+// releaseKey hands back the runs holdKey held for r, now that r's pause call ended.
+func (l *loop) releaseKey(r *run) {
+	if k := r.job.Queue + "\x00" + r.job.LimitKey; l.keyPausing[k].r == r {
+		l.keyPausing[k] = keyPause{until: l.keyPausing[k].until}
+	}
+	if held := l.keyHeld[r]; held != nil {
+		delete(l.keyHeld, r)
+		l.handBack(held)
+	}
+}
+
+// pausesKey reports whether a handler's error pauses its job's limit key (PauseKey).
+func pausesKey(err error) bool {
+	var p *postpone
+	return errors.As(err, &p) && p.pauseKey
+}
+
+// limitedAcks reports whether a queue near its concurrency limit has acks waiting: their
+// jobs are done, yet hold slots of the limit until the acks reach Redis.
+func (l *loop) limitedAcks() bool {
+	for _, q := range l.queues {
+		if l.nearLimit(q) && len(q.acks) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// nearLimit reports whether q's concurrency limit may bind: its last claim left no more
+// slots free than this worker has. Far from it (a limit that never binds), acks and
+// claims are batched as on any queue.
+func (l *loop) nearLimit(q *queueState) bool {
+	return q.limit.conc > 0 && q.limit.free <= l.cfg.Concurrency
 }

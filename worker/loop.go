@@ -45,10 +45,16 @@ type loop struct {
 	byName map[string]*queueState
 	runs   map[string]*run // every run not yet settled, by lease token
 	buffer []*run          // claimed ahead, in the order they are to start
-	oldest time.Time       // no buffered run was renewed before this
-	slots  map[*slot]struct{}
-	idle   []*slot
-	timers timers // running runs by checkAt
+	// keyHeld: runs taken out of the buffer because a handler paused their limit key,
+	// by the paused run, handed back when its pause call ends (holdKey).
+	keyHeld map[*run][]*run
+	// keyPausing: the run whose handler pauses its queue's limit key, by queue and key,
+	// while its pause call is in flight: jobs of the key claimed meanwhile are held too.
+	keyPausing map[string]keyPause
+	oldest     time.Time // no buffered run was renewed before this
+	slots      map[*slot]struct{}
+	idle       []*slot
+	timers     timers // running runs by checkAt
 
 	busy     int // slots running a handler
 	reserved int // jobs that claims in flight may bring
@@ -113,6 +119,9 @@ type queueState struct {
 type claimReply struct {
 	jobs []*queue.Job
 	sent time.Time
+	// got is when the reply came, redis Redis's time when the claim ran: a job whose
+	// StartedAt is after redis starts StartedAt - redis after got (see run.notBefore).
+	got, redis time.Time
 }
 
 // wakeup is the outcome of one wait.
@@ -351,6 +360,9 @@ func (l *loop) finish(res result, now time.Time) {
 	r.returned(o)
 	if o.exited {
 		s = l.newSlot()
+	}
+	if pausesKey(o.err) {
+		l.holdKey(r, o.err) // before the slot takes the next buffered job
 	}
 	l.refill(s, now)
 	if l.closeProgress(r, o) {

@@ -111,14 +111,13 @@ func TestErrorHooks(t *testing.T) {
 	t.Parallel()
 	c := newClient(t)
 	type call struct {
-		attempt int
-		state   queue.State
-		err     error
+		state queue.State
+		err   error
 	}
 	errs, deaths := make(chan call, 10), make(chan call, 10)
 	startWorker(t, c, Config{
-		OnError: func(j *queue.Job, err error) { errs <- call{j.Attempt, j.State, err} },
-		OnDead:  func(j *queue.Job, err error) { deaths <- call{j.Attempt, j.State, err} },
+		OnError: func(j *queue.Job, err error) { errs <- call{j.State, err} },
+		OnDead:  func(j *queue.Job, err error) { deaths <- call{j.State, err} },
 		Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 			if j.Attempt == 1 {
 				panic("boom")
@@ -129,12 +128,7 @@ func TestErrorHooks(t *testing.T) {
 	})
 	id, _ := c.Enqueue(ctx, "t", nil, queue.MaxRetry(1))
 	waitState(t, c, queue.DefaultQueue, id, queue.StateDead, 5*time.Second)
-	// Each hook call runs on the goroutine of the call that recorded its attempt, so with
-	// a 1ms backoff the second attempt's may come first.
 	first, second := <-errs, <-errs
-	if first.attempt > second.attempt {
-		first, second = second, first
-	}
 	var pe *PanicError
 	if first.state != queue.StateRetry || !errors.As(first.err, &pe) || pe.Value != "boom" ||
 		!strings.Contains(string(pe.Stack), "policy_test.go") {

@@ -54,6 +54,12 @@ type run struct {
 	// claimed is when the claim was sent: job.StartedAt, Redis's time of the claim, is
 	// about then (see observeHistory).
 	claimed time.Time
+	// notBefore, when set, is when the handler may start at the earliest: the job was
+	// claimed ahead under its queue's rate, and starts at its token's instant (StartedAt,
+	// Redis's time). Measured on this worker's monotonic clock from the claim's reply, by
+	// the gap between the two Redis times, so that no clock but Redis's counts and the
+	// start is never early: the reply came after the claim ran.
+	notBefore time.Time
 
 	// Set when a slot starts it.
 	slot      *slot

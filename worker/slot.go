@@ -85,6 +85,17 @@ func (l *loop) execute(r *run) outcome {
 	defer cancel()
 	job := *r.job
 	job.Lease = ""
+	if d := time.Until(r.notBefore); d > 0 {
+		// Claimed ahead under the queue's rate: start at the token's instant (at most
+		// 20ms away), or give up when the run is stopped before.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return outcome{err: context.Cause(ctx), cause: context.Cause(ctx)}
+		}
+	}
 	began := time.Now()
 	err := call(l.handler, ctx, &job)
 	return outcome{err: err, result: a.result, took: time.Since(began), cause: context.Cause(ctx)}

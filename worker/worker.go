@@ -82,9 +82,7 @@ type Config struct {
 	// the job (State retry or dead, LastError set) and the handler's error: a
 	// *PanicError, with the stack, for a panic. OnDead, when set, is called too when the
 	// failure sent the job to the dead set. They run on a goroutine of the worker's,
-	// never a handler's, once per recorded failure, concurrently and in no set order (a
-	// quick retry's call may come before its previous attempt's: job.Attempt tells them
-	// apart): keep them quick (alerting, logging).
+	// never a handler's, once per recorded failure: keep them quick (alerting, logging).
 	// Not called for a snooze, a hand back at shutdown, or a job whose lease was lost.
 	OnError func(job *queue.Job, err error)
 	OnDead  func(job *queue.Job, err error)

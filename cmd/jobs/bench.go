@@ -32,13 +32,19 @@ func benchCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "limit-concurrency", Usage: "set this concurrency limit on the run's queue (jobs limit set)"},
 			&cli.StringFlag{Name: "limit-rate", Usage: "set this rate limit (`N/PERIOD`) on the run's queue"},
 			&cli.IntFlag{Name: "limit-burst", Usage: "with --limit-rate, its burst"},
+			&cli.IntFlag{Name: "limit-keys", Usage: "spread the jobs over `N` limit keys (jobs enqueue --limit-key)"},
+			&cli.IntFlag{Name: "limit-key-concurrency", Usage: "set this key concurrency on the run's queue (jobs limit set --key-concurrency)"},
 			&cli.BoolFlag{Name: "history", Value: true, Usage: "keep the worker's metrics history (--history=false: measure its cost; --events 0 turns the events off)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usagef("bench takes no arguments, got %q", c.Args().First())
 			}
-			limit := queue.Limit{Concurrency: c.Int("limit-concurrency"), Burst: c.Int("limit-burst")}
+			limit := queue.Limit{Concurrency: c.Int("limit-concurrency"), Burst: c.Int("limit-burst"),
+				KeyConcurrency: c.Int("limit-key-concurrency")}
+			if c.Int("limit-keys") < 0 {
+				return usagef("--limit-keys must be positive, got %d", c.Int("limit-keys"))
+			}
 			if c.IsSet("limit-rate") {
 				n, period, err := queue.ParseRate(c.String("limit-rate"))
 				if err != nil {
@@ -59,7 +65,7 @@ func benchCommand(e *env) *cli.Command {
 			rec, err := bench.Run(c.Context, broker.Of(client).Redis(), c.String("prefix"), bench.Options{
 				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
 				Payload: c.Int("payload"), Progress: progress, Events: events,
-				NoHistory: !c.Bool("history"), Limit: limit,
+				NoHistory: !c.Bool("history"), Limit: limit, LimitKeys: c.Int("limit-keys"),
 			})
 			if errors.Is(err, bench.ErrInvalid) || errors.Is(err, queue.ErrInvalid) {
 				return usagef("%v", err)

@@ -26,7 +26,7 @@ func enqueueCommand(e *env) *cli.Command {
 			"   jobs enqueue --file rows.jsonl --batch --on-success report   # prints the batch ID\n" +
 			"   jobs enqueue --file jobs.jsonl   # one JSON object per line, in batches of 1000:\n" +
 			"     {\"type\":\"email\",\"payload\":{\"to\":\"ann\"},\"queue\":\"mail\",\"delay\":\"5m\",\"at\":\"...\",\"id\":\"...\",\n" +
-			"      \"max_retry\":3,\"timeout\":\"1m\",\"unique_for\":\"1h\",\"unique_key\":\"...\",\"exclusive_key\":\"...\"}",
+			"      \"max_retry\":3,\"timeout\":\"1m\",\"unique_for\":\"1h\",\"unique_key\":\"...\",\"exclusive_key\":\"...\",\"limit_key\":\"...\"}",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "queue", Value: queue.DefaultQueue, Usage: "queue to put the job on"},
 			&cli.DurationFlag{Name: "delay", Usage: "run after this long (e.g. 30s, 5m)"},
@@ -40,6 +40,7 @@ func enqueueCommand(e *env) *cli.Command {
 			&cli.BoolFlag{Name: "unique-until-expiry", Usage: "with --unique-for: keep the key for the whole duration, even after the job finishes"},
 			&cli.BoolFlag{Name: "exclusive", Usage: "never run two jobs with the same exclusive key at once (key: the job type)"},
 			&cli.StringFlag{Name: "exclusive-key", Usage: "the exclusive key (implies --exclusive)"},
+			&cli.StringFlag{Name: "limit-key", Usage: "obey the queue's per-key limits under limit key `K` (jobs limit set --key-concurrency...)"},
 			&cli.StringSliceFlag{Name: "after", Usage: "ID or QUEUE/ID: wait (state waiting) until that job has ended (repeatable); a dependency that dies kills this job too"},
 			&cli.BoolFlag{Name: "ignore-dependency-failure", Usage: "with --after: run once the dependencies ended, even when one died"},
 			&cli.BoolFlag{Name: "batch", Usage: "with --file: enqueue the file's jobs as one batch; prints the batch ID"},
@@ -116,6 +117,9 @@ func enqueueCommand(e *env) *cli.Command {
 			}
 			if c.Bool("exclusive") || c.IsSet("exclusive-key") {
 				opts = append(opts, queue.Exclusive(c.String("exclusive-key")))
+			}
+			if c.IsSet("limit-key") {
+				opts = append(opts, queue.LimitKey(c.String("limit-key")))
 			}
 			for _, a := range c.StringSlice("after") {
 				ref, err := queue.ParseJobRef(a, c.String("queue"))

@@ -31,6 +31,7 @@ type fileJob struct {
 	UniqueKey    string          `json:"unique_key"`
 	Exclusive    bool            `json:"exclusive"`
 	ExclusiveKey string          `json:"exclusive_key"`
+	LimitKey     *string         `json:"limit_key"`
 }
 
 // fileBatch is how many lines go into one EnqueueBatch: one round trip each.
@@ -259,6 +260,9 @@ func parseFileJob(b []byte) (queue.BatchJob, error) {
 	}
 	if fj.Exclusive || fj.ExclusiveKey != "" {
 		bj.Options = append(bj.Options, queue.Exclusive(fj.ExclusiveKey))
+	}
+	if fj.LimitKey != nil {
+		bj.Options = append(bj.Options, queue.LimitKey(*fj.LimitKey))
 	}
 	return bj, nil
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -40,8 +42,19 @@ func inspectCommand(e *env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			why, desc, until := limitWait(c.Context, client, job)
 			if c.Bool("json") {
-				return printJSON(e.stdout, job)
+				b, err := json.Marshal(job)
+				if err != nil {
+					return err
+				}
+				if why != "" {
+					// The job's JSON, and what holds it back: waiting_on, waiting_until.
+					u, _ := json.Marshal(until.UTC())
+					b = append(b[:len(b)-1], fmt.Sprintf(`,"waiting_on":%q,"waiting_until":%s}`, why, u)...)
+				}
+				_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+				return err
 			}
 			printJob(e.stdout, job)
 			if len(job.After) > 0 {
@@ -74,12 +87,8 @@ func inspectCommand(e *env) *cli.Command {
 			if !job.Batch.IsZero() {
 				fmt.Fprintf(e.stdout, "batch       %s\n", clean(job.Batch.String(), false))
 			}
-			if job.State == queue.StateReady {
-				// Say why a ready job is not running yet when its queue's limit holds it back.
-				if ls, err := client.Limits(c.Context, job.Queue); err == nil && len(ls) == 1 && ls[0].Waiting() != "" {
-					fmt.Fprintf(e.stdout, "waiting on  the queue's %s limit (%s, %d running) until %s\n",
-						ls[0].Waiting(), ls[0].Limit, ls[0].Running, ls[0].Until().UTC().Format("2006-01-02 15:04:05.000 UTC"))
-				}
+			if why != "" {
+				fmt.Fprintf(e.stdout, "waiting on  %s until %s\n", desc, until.UTC().Format("2006-01-02 15:04:05.000 UTC"))
 			}
 			return nil
 		},
@@ -93,4 +102,34 @@ func printJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// limitWait says why a ready job is not running yet when a limit holds it back: its
+// queue's (concurrency or rate), or its limit key's (key concurrency, key rate, key
+// pause); with a sentence for the text output and until when at the latest. "" when none
+// does, or the limits could not be read.
+func limitWait(ctx context.Context, client *queue.Client, job *queue.Job) (why, desc string, until time.Time) {
+	if job.State != queue.StateReady {
+		return "", "", time.Time{}
+	}
+	var keys []string
+	if job.LimitKey != "" {
+		keys = []string{job.LimitKey}
+	}
+	s, err := client.KeyLimits(ctx, job.Queue, keys...)
+	if err != nil {
+		return "", "", time.Time{}
+	}
+	if w := s.Waiting(); w != "" {
+		return string(w), fmt.Sprintf("the queue's %s limit (%s, %d running)", w, s.Limit, s.Running), s.Until()
+	}
+	for _, k := range s.Keys {
+		if k.Key != job.LimitKey || job.LimitKey == "" {
+			continue
+		}
+		if why, until := k.Waiting(s.At); why != "" {
+			return why, fmt.Sprintf("its limit key %q (%s, %d running)", k.Key, why, k.Running), until
+		}
+	}
+	return "", "", time.Time{}
 }

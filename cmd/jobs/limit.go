@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,50 +25,61 @@ func limitCommand(e *env) *cli.Command {
 				Description: "--concurrency N: at most N of the queue's jobs run at once, across all workers\n" +
 					"(jobs a worker claimed ahead count; a dead worker's slots return when its leases expire).\n" +
 					"--rate N/PERIOD: at most N job starts (retries included) per PERIOD, evenly spaced;\n" +
-					"with --burst B, up to B at once and at most N+B-1 in any PERIOD (GCRA). Above about\n" +
-					"100/s give a burst of about N/100: each start without one is a claim of its own.\n" +
-					"PERIOD is a duration (500ms, 10s, 1m) or a unit (s, m, h). Examples:\n\n" +
+					"with --burst B, up to B at once and at most N+B-1 in any PERIOD (GCRA). A claim takes\n" +
+					"the tokens due within 20ms and each job starts at its token's instant, so the rate is\n" +
+					"delivered in full (1000/s: 999/s measured).\n" +
+					"PERIOD is a duration (500ms, 10s, 1m) or a unit (s, m, h).\n" +
+					"--key-concurrency and --key-rate (--key-burst) are the same for the jobs of each limit key\n" +
+					"(jobs enqueue --limit-key K) on its own: the default of every key, or with --key K (repeatable)\n" +
+					"those keys' own limits. Keys are served round-robin: a key held back by its limits holds back\n" +
+					"no other key and no job without a key. Examples:\n\n" +
 					"   jobs limit set exports --concurrency 5\n" +
-					"   jobs limit set payments --rate 100/s --burst 20",
+					"   jobs limit set payments --rate 100/s --burst 20\n" +
+					"   jobs limit set emails --key-concurrency 1 --key-rate 10/m\n" +
+					"   jobs limit set emails --key-concurrency 5 --key customer:42",
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "concurrency", Usage: "at most `N` jobs of the queue running at once"},
 					&cli.StringFlag{Name: "rate", Usage: "at most `N/PERIOD` job starts, such as 20/s or 1000/1m"},
 					&cli.IntFlag{Name: "burst", Usage: "with --rate, up to `B` starts at once (default: 1)"},
+					&cli.IntFlag{Name: "key-concurrency", Usage: "at most `N` jobs of each limit key running at once"},
+					&cli.StringFlag{Name: "key-rate", Usage: "at most `N/PERIOD` job starts of each limit key"},
+					&cli.IntFlag{Name: "key-burst", Usage: "with --key-rate, up to `B` starts of a key at once (default: 1)"},
+					&cli.StringSliceFlag{Name: "key", Usage: "set the key limits of limit key `K` only (repeatable), not the default of every key"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usagef("limit set takes one queue name, got %d arguments", c.NArg())
 					}
 					var l queue.Limit
-					if c.IsSet("concurrency") {
-						if l.Concurrency = c.Int("concurrency"); l.Concurrency <= 0 {
-							return usagef("--concurrency must be a positive integer, got %d (jobs limit rm --concurrency removes it)", l.Concurrency)
-						}
+					var err error
+					l.Concurrency, l.Rate, l.Period, l.Burst, err = limitFlags(c, "", "--concurrency")
+					if err != nil {
+						return err
 					}
-					if c.IsSet("rate") {
-						n, period, err := queue.ParseRate(c.String("rate"))
-						if err != nil {
-							return usagef("--rate: %v", err)
-						}
-						l.Rate, l.Period = n, period
-					}
-					if c.IsSet("burst") {
-						if !c.IsSet("rate") {
-							return usagef("--burst needs --rate (the burst belongs to a rate)")
-						}
-						if l.Burst = c.Int("burst"); l.Burst <= 0 {
-							return usagef("--burst must be a positive integer, got %d", l.Burst)
-						}
+					l.KeyConcurrency, l.KeyRate, l.KeyPeriod, l.KeyBurst, err = limitFlags(c, "key-", "--keys")
+					if err != nil {
+						return err
 					}
 					if l == (queue.Limit{}) {
-						return usagef("limit set needs --concurrency, --rate or both")
+						return usagef("limit set needs --concurrency, --rate, --key-concurrency or --key-rate")
+					}
+					keys := c.StringSlice("key")
+					if len(keys) > 0 && (l.Concurrency != 0 || l.Rate != 0) {
+						return usagef("--key sets key limits only: give --key-concurrency or --key-rate, not --concurrency or --rate")
+					}
+					if len(keys) > 0 && l.KeyConcurrency == 0 && l.KeyRate == 0 {
+						return usagef("--key needs --key-concurrency or --key-rate")
 					}
 					client, err := connect(c)
 					if err != nil {
 						return err
 					}
 					defer broker.Of(client).Redis().Close()
-					err = client.SetLimit(c.Context, c.Args().First(), l)
+					if len(keys) > 0 {
+						err = client.SetKeyLimit(c.Context, c.Args().First(), l, keys...)
+					} else {
+						err = client.SetLimit(c.Context, c.Args().First(), l)
+					}
 					if errors.Is(err, queue.ErrInvalid) {
 						return usagef("%v", err)
 					}
@@ -79,6 +91,9 @@ func limitCommand(e *env) *cli.Command {
 				Usage: "list the queues' limits, running jobs, and what each waits on",
 				Description: "RUNNING counts the queue's unexpired leases (what --concurrency counts). WAITING says\n" +
 					"which limit holds its ready jobs back now, and UNTIL when the next may start at the latest.\n" +
+					"KEYS counts the limit keys with jobs ready. Below, each queue with key limits lists them:\n" +
+					"KEY * is the default of every key, then the keys with their own and the next keys the claims\n" +
+					"serve, with their running count and when each is DUE to be served.\n" +
 					"Examples:\n\n   jobs limit ls\n   jobs limit ls --json | jq '.[] | select(.waiting != \"\")'",
 				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print a JSON array"}},
 				Action: func(c *cli.Context) error {
@@ -102,7 +117,7 @@ func limitCommand(e *env) *cli.Command {
 						return printJSON(e.stdout, rows)
 					}
 					tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "QUEUE\tCONCURRENCY\tRATE\tBURST\tRUNNING\tWAITING\tUNTIL")
+					fmt.Fprintln(tw, "QUEUE\tCONCURRENCY\tRATE\tBURST\tRUNNING\tKEYS\tWAITING\tUNTIL")
 					for _, s := range ls {
 						conc, rate, burst, until := "-", "-", "-", "-"
 						if s.Concurrency > 0 {
@@ -114,20 +129,25 @@ func limitCommand(e *env) *cli.Command {
 						if u := s.Until(); !u.IsZero() {
 							until = u.UTC().Format("15:04:05.000")
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Queue, conc, rate, burst, s.Running,
-							dash(string(s.Waiting())), until)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Queue, conc, rate, burst, s.Running,
+							s.KeysWaiting, dash(string(s.Waiting())), until)
 					}
-					return tw.Flush()
+					if err := tw.Flush(); err != nil {
+						return err
+					}
+					return printKeyLimits(e, ls)
 				},
 			},
 			{
 				Name:        "rm",
 				Usage:       "remove a queue's limits (all, or those named); workers apply it at their next claim",
 				ArgsUsage:   "QUEUE",
-				Description: "Examples:\n\n   jobs limit rm exports\n   jobs limit rm payments --rate",
+				Description: "Examples:\n\n   jobs limit rm exports\n   jobs limit rm payments --rate\n   jobs limit rm emails --key customer:42",
 				Flags: []cli.Flag{
 					&cli.BoolFlag{Name: "concurrency", Usage: "remove only the concurrency limit"},
 					&cli.BoolFlag{Name: "rate", Usage: "remove only the rate limit"},
+					&cli.BoolFlag{Name: "keys", Usage: "remove only the key limits (the default of every key and the keys' own)"},
+					&cli.StringSliceFlag{Name: "key", Usage: "remove only limit key `K`'s own limits (repeatable): it obeys the default again"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -140,12 +160,23 @@ func limitCommand(e *env) *cli.Command {
 					if c.Bool("rate") {
 						kinds = append(kinds, queue.RateLimit)
 					}
+					if c.Bool("keys") {
+						kinds = append(kinds, queue.KeyLimit)
+					}
+					keys := c.StringSlice("key")
+					if len(keys) > 0 && len(kinds) > 0 {
+						return usagef("--key removes keys' own limits only: give it alone")
+					}
 					client, err := connect(c)
 					if err != nil {
 						return err
 					}
 					defer broker.Of(client).Redis().Close()
-					err = client.RemoveLimit(c.Context, c.Args().First(), kinds...)
+					if len(keys) > 0 {
+						err = client.RemoveKeyLimit(c.Context, c.Args().First(), keys...)
+					} else {
+						err = client.RemoveLimit(c.Context, c.Args().First(), kinds...)
+					}
 					if errors.Is(err, queue.ErrInvalid) {
 						return usagef("%v", err)
 					}
@@ -169,17 +200,115 @@ type limitRow struct {
 	Until       *time.Time `json:"until,omitempty"`
 	NextSlot    *time.Time `json:"next_slot,omitempty"`
 	NextToken   *time.Time `json:"next_token,omitempty"`
+	// The default limits of every limit key (0: none), the keys with jobs ready, and the
+	// keys listed (see queue.LimitStatus.Keys).
+	KeyConcurrency int      `json:"key_concurrency"`
+	KeyRate        int      `json:"key_rate"`
+	KeyPeriodMS    int64    `json:"key_period_ms"`
+	KeyBurst       int      `json:"key_burst"`
+	KeysWaiting    int      `json:"keys_waiting"`
+	Keys           []keyRow `json:"keys"`
+}
+
+// keyRow is one limit key of a limitRow.
+type keyRow struct {
+	Key         string     `json:"key"`
+	Own         bool       `json:"own"` // its own limits, not the default
+	Concurrency int        `json:"concurrency"`
+	Rate        int        `json:"rate"`
+	PeriodMS    int64      `json:"period_ms"`
+	Burst       int        `json:"burst"`
+	Running     int        `json:"running"`
+	Ready       bool       `json:"ready"`
+	Due         *time.Time `json:"due,omitempty"`
+	NextSlot    *time.Time `json:"next_slot,omitempty"`
+	NextToken   *time.Time `json:"next_token,omitempty"`
 }
 
 func newLimitRow(s queue.LimitStatus) limitRow {
-	opt := func(t time.Time) *time.Time {
-		if t.IsZero() {
-			return nil
-		}
-		t = t.UTC()
-		return &t
+	r := limitRow{Queue: s.Queue, Concurrency: s.Concurrency, Rate: s.Rate, PeriodMS: s.Period.Milliseconds(),
+		Burst: s.Burst, Running: s.Running, Waiting: string(s.Waiting()), Until: optTime(s.Until()),
+		NextSlot: optTime(s.NextSlot), NextToken: optTime(s.NextToken),
+		KeyConcurrency: s.KeyConcurrency, KeyRate: s.KeyRate, KeyPeriodMS: s.KeyPeriod.Milliseconds(),
+		KeyBurst: s.KeyBurst, KeysWaiting: s.KeysWaiting, Keys: []keyRow{}}
+	for _, k := range s.Keys {
+		r.Keys = append(r.Keys, keyRow{Key: k.Key, Own: k.Own, Concurrency: k.KeyConcurrency, Rate: k.KeyRate,
+			PeriodMS: k.KeyPeriod.Milliseconds(), Burst: k.KeyBurst, Running: k.Running, Ready: k.Ready,
+			Due: optTime(k.Due), NextSlot: optTime(k.NextSlot), NextToken: optTime(k.NextToken)})
 	}
-	return limitRow{Queue: s.Queue, Concurrency: s.Concurrency, Rate: s.Rate, PeriodMS: s.Period.Milliseconds(),
-		Burst: s.Burst, Running: s.Running, Waiting: string(s.Waiting()), Until: opt(s.Until()),
-		NextSlot: opt(s.NextSlot), NextToken: opt(s.NextToken)}
+	return r
+}
+
+// optTime is t in UTC for JSON, nil (absent) when zero.
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// limitFlags reads `jobs limit set`'s --concurrency, --rate and --burst, or with prefix
+// "key-" the same for every limit key; rm names the `jobs limit rm` flag that removes them.
+func limitFlags(c *cli.Context, prefix, rm string) (conc, rate int, period time.Duration, burst int, err error) {
+	if c.IsSet(prefix + "concurrency") {
+		if conc = c.Int(prefix + "concurrency"); conc <= 0 {
+			return 0, 0, 0, 0, usagef("--%sconcurrency must be a positive integer, got %d (jobs limit rm %s removes it)", prefix, conc, rm)
+		}
+	}
+	if c.IsSet(prefix + "rate") {
+		if rate, period, err = queue.ParseRate(c.String(prefix + "rate")); err != nil {
+			return 0, 0, 0, 0, usagef("--%srate: %v", prefix, err)
+		}
+	}
+	if c.IsSet(prefix + "burst") {
+		if !c.IsSet(prefix + "rate") {
+			return 0, 0, 0, 0, usagef("--%sburst needs --%srate (the burst belongs to a rate)", prefix, prefix)
+		}
+		if burst = c.Int(prefix + "burst"); burst <= 0 {
+			return 0, 0, 0, 0, usagef("--%sburst must be a positive integer, got %d", prefix, burst)
+		}
+	}
+	return conc, rate, period, burst, nil
+}
+
+// printKeyLimits writes the key limits of the queues that have any, or keys waiting: KEY *
+// is the default of every key.
+func printKeyLimits(e *env, ls []queue.LimitStatus) error {
+	var rows [][]string
+	lim := func(conc, rate int, period time.Duration, burst int) (string, string, string) {
+		c, r, b := "-", "-", "-"
+		if conc > 0 {
+			c = fmt.Sprint(conc)
+		}
+		if rate > 0 {
+			r, b = fmt.Sprintf("%d/%s", rate, period), fmt.Sprint(max(burst, 1))
+		}
+		return c, r, b
+	}
+	for _, s := range ls {
+		if s.KeyConcurrency == 0 && s.KeyRate == 0 && len(s.Keys) == 0 {
+			continue
+		}
+		c, r, b := lim(s.KeyConcurrency, s.KeyRate, s.KeyPeriod, s.KeyBurst)
+		rows = append(rows, []string{s.Queue, "*", c, r, b, "-", "-"})
+		for _, k := range s.Keys {
+			c, r, b := lim(k.KeyConcurrency, k.KeyRate, k.KeyPeriod, k.KeyBurst)
+			due := "-"
+			if k.Ready {
+				due = k.Due.UTC().Format("15:04:05.000")
+			}
+			rows = append(rows, []string{s.Queue, k.Key, c, r, b, fmt.Sprint(k.Running), due})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(e.stdout)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tKEY\tCONCURRENCY\tRATE\tBURST\tRUNNING\tDUE")
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
 }

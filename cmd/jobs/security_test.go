@@ -127,8 +127,8 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+ping +hello +info +config|get +cluster|info +time " +
 	"+eval +evalsha +script|load +multi +exec +publish +subscribe " +
 	"+get +set +del +exists +type +incr +incrby +pexpire +persist " +
-	"+hget +hmget +hgetall +hset +hdel +hincrby " +
-	"+lpush +rpop +lrem +llen +lrange +ltrim +blpop " +
+	"+hget +hmget +hgetall +hset +hdel +hincrby +hkeys " +
+	"+lpush +rpush +rpop +lrem +llen +lrange +ltrim +blpop " +
 	"+sadd +smembers +sismember " +
 	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xrange +xinfo|stream " +
@@ -180,6 +180,12 @@ func TestACLUser(t *testing.T) {
 	run("limit", "ls")
 	run("limit", "set", "other", "--concurrency", "1")
 	run("limit", "rm", "other")
+	run("limit", "set", "default", "--key-concurrency", "2", "--key-rate", "100/s")
+	run("limit", "set", "default", "--key-concurrency", "5", "--key", "a")
+	run("limit", "ls", "--json")
+	run("limit", "rm", "default", "--key", "a")
+	keyed := strings.TrimSpace(run("enqueue", "--limit-key", "a", "t").stdout) // the worker below runs it
+	run("inspect", "--json", keyed)
 	aclDash(t, url)
 	aclCancelNotice(t, srv, admin)
 	// A worker and a scheduler: claim, heartbeat with progress, ack, exclusive lock, cron
@@ -212,6 +218,9 @@ func TestACLUser(t *testing.T) {
 	run("inspect", "--queue", "other", across)
 	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
+	})
+	waitFor(t, 10*time.Second, "keyed job done as the ACL user", func() bool {
+		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", keyed).stdout, `"state":"done"`)
 	})
 	if r := run("inspect", "--json", ex); !strings.Contains(r.stdout, `"progress":50,"progress_msg":"half"`) {
 		t.Errorf("progress written as the ACL user: %s", r.stdout)

@@ -170,13 +170,7 @@ func TestWorkersQuietAndStopCommands(t *testing.T) {
 	if r := runCLI("", append(base, "workers", "quiet", wid)...); r.code != 0 || r.stderr != "" {
 		t.Fatalf("jobs workers quiet = %+v", r)
 	}
-	// Each reading runs the CLI (slow under -race, on a loaded machine): the bounds allow
-	// for that reading on top of the beat; the figures logged below are what was seen.
-	slack := 200 * time.Millisecond
-	if raceEnabled {
-		slack = time.Second
-	}
-	quietIn := waitListed(t, base, pid, beat+slack+300*time.Millisecond, "quiet within one beat", func(p listedProcess) bool {
+	quietIn := waitListed(t, base, pid, beat+500*time.Millisecond, "quiet within one beat", func(p listedProcess) bool {
 		return p.str("state") == "quiet"
 	})
 	second := strings.TrimSpace(runCLI("", append(base, "enqueue", "slow")...).stdout)
@@ -194,8 +188,8 @@ func TestWorkersQuietAndStopCommands(t *testing.T) {
 	}
 	// It shuts down and leaves the list at its next beat. (Its exit comes 1s later in
 	// this test: a binary built with -race sleeps 1s in exit, GORACE atexit_sleep_ms.)
-	stopIn := waitListed(t, base, pid, beat+slack+time.Second, "worker gone after jobs workers stop", notListed)
-	if stopIn > beat+slack {
+	stopIn := waitListed(t, base, pid, beat+time.Second, "worker gone after jobs workers stop", notListed)
+	if stopIn > beat+200*time.Millisecond {
 		t.Errorf("worker left the list %s after jobs workers stop, want within a beat (%s)", stopIn, beat)
 	}
 	exited := make(chan error, 1)

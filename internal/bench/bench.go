@@ -85,6 +85,10 @@ type Options struct {
 	// so the cost of limits, or a binding rate's accuracy, can be measured. It is removed
 	// before the cleanup.
 	Limit queue.Limit
+	// LimitKeys, when positive, spreads the run's jobs over that many limit keys
+	// (queue.LimitKey, round-robin), so the cost of per-key limits (Limit's Key fields)
+	// can be measured.
+	LimitKeys int
 }
 
 // Record is the result of one run: one JSON line of the benchmark contract (DESIGN.md).
@@ -208,6 +212,7 @@ type bench struct {
 	// every worker of the run: cleanup drains the difference.
 	enqueued atomic.Int64
 	handled  atomic.Int64
+	keyed    atomic.Int64 // jobs built so far, for their limit keys
 }
 
 // stallTimeout is how long a wait may see no job start before it gives up: the worker
@@ -216,6 +221,9 @@ const stallTimeout = 30 * time.Second
 
 // job returns one job of the run, due now unless opts say otherwise.
 func (b *bench) job(opts ...queue.Option) queue.BatchJob {
+	if b.o.LimitKeys > 0 {
+		opts = append(opts, queue.LimitKey("k"+strconv.FormatInt(b.keyed.Add(1)%int64(b.o.LimitKeys), 10)))
+	}
 	return queue.BatchJob{Type: JobType, Payload: b.payload,
 		Options: append([]queue.Option{queue.On(b.queue)}, opts...)}
 }

@@ -45,6 +45,8 @@ type Broker interface {
 	HandBack(ctx context.Context, job *queue.Job, after time.Duration) error
 	// Postpone gives a claimed job back unrun to run after a positive delay, with a reason.
 	Postpone(ctx context.Context, job *queue.Job, after time.Duration, reason string) error
+	// PauseKey is Postpone that also pauses the job's limit key for after.
+	PauseKey(ctx context.Context, job *queue.Job, after time.Duration, reason string) error
 	// Promote moves due scheduled and retry jobs to ready; next is the wait until the
 	// next one is due (0: more are due now; negative: none waiting).
 	Promote(ctx context.Context, queue string) (moved int, next time.Duration, err error)

@@ -57,18 +57,26 @@ type Limited struct {
 	// could run) only into part of what is free.
 	Concurrency, Free int
 	// By is why the claim got fewer jobs than it asked for while jobs were left ready:
-	// LimitConcurrency or LimitRate; "" when no limit cut it.
+	// LimitConcurrency, LimitRate or LimitKeys; "" when no limit cut it.
 	By string
 	// Wait is, with By, how long until the next slot frees at the latest (the earliest
 	// lease deadline; a slot freed before wakes a waiting worker with a wake token) or
 	// the next rate token is due (exactly).
 	Wait time.Duration
+	// Now is Redis's time when the claim ran: a job whose StartedAt is after it was
+	// claimed ahead under a rate, and starts StartedAt - Now after the reply came (its
+	// token's instant, never before).
+	Now time.Time
 }
 
 // Why a claim was cut short (Limited.By).
 const (
 	LimitConcurrency = "concurrency"
 	LimitRate        = "rate"
+	// LimitKeys: every limit key with jobs waits on its own limits, and no job without a
+	// key is ready. Wait is until the first key is due; a job of a key ending before
+	// brings its key forward with a wake token.
+	LimitKeys = "keys"
 )
 
 // CancelNotice says that an operator cancelled an active job (queue.Client.Cancel, `jobs

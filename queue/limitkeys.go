@@ -1,0 +1,140 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobs-dev/jobs/scripts"
+)
+
+// Per-key limits: what `jobs limit ls` shows of a queue's limit keys (see [LimitKey]).
+
+// KeyStatus is one limit key of a queue and where it stands against its limits.
+type KeyStatus struct {
+	Key string
+	// Own says the key has its own limits ([Client.SetKeyLimit]); else Limit is the
+	// queue's default for keys (its Key fields; the others are zero here).
+	Own bool
+	Limit
+	// Running counts the key's unexpired leases, what its concurrency counts.
+	Running int
+	// Ready says jobs of the key wait to run; Due is then when the claims may serve the
+	// key next (the ring's order: the earliest due is served first). A key held back by
+	// its concurrency is due at its earliest lease deadline at the latest (one of its jobs
+	// ending brings it forward); one held back by its rate, at its next token.
+	Ready bool
+	Due   time.Time
+	// NextSlot and NextToken are as LimitStatus's, for the key's limits.
+	NextSlot  time.Time
+	NextToken time.Time
+}
+
+// keySpec is a key's limits as limit.lua stores them: "concurrency rate period_ms burst".
+type keySpec struct {
+	Concurrency, Rate int
+	Period            time.Duration
+	Burst             int
+}
+
+// parseKeySpec reads a key's limits as stored; false for "" or a malformed value.
+func parseKeySpec(s string) (keySpec, bool) {
+	f := strings.Fields(s)
+	if len(f) != 4 {
+		return keySpec{}, false
+	}
+	var n [4]int
+	for i, x := range f {
+		v, err := strconv.Atoi(x)
+		if err != nil || v < 0 {
+			return keySpec{}, false
+		}
+		n[i] = v
+	}
+	return keySpec{Concurrency: n[0], Rate: n[1], Period: time.Duration(n[2]) * time.Millisecond, Burst: n[3]}, true
+}
+
+// decodeKeyStatus decodes one key of limits.lua's reply: {K, own_limits, running,
+// first_deadline_ms, tat_us, due_us}; q holds the queue's default for keys.
+func decodeKeyStatus(q LimitStatus, x any) (KeyStatus, bool) {
+	a, ok := x.([]any)
+	if !ok || len(a) != 6 {
+		return KeyStatus{}, false
+	}
+	key, ok1 := a[0].(string)
+	own, ok2 := a[1].(string)
+	n, ok3 := replyInts(a[2:])
+	if !ok1 || !ok2 || !ok3 {
+		return KeyStatus{}, false
+	}
+	k := KeyStatus{Key: key, Running: int(n[0])}
+	spec := keySpec{Concurrency: q.KeyConcurrency, Rate: q.KeyRate, Period: q.KeyPeriod, Burst: q.KeyBurst}
+	if s, ok := parseKeySpec(own); ok {
+		spec, k.Own = s, true
+	}
+	k.KeyConcurrency, k.KeyRate, k.KeyPeriod, k.KeyBurst = spec.Concurrency, spec.Rate, spec.Period, spec.Burst
+	nowMs := q.At.UnixMilli()
+	k.NextSlot = nextSlot(spec.Concurrency, k.Running, n[1])
+	k.NextToken = nextToken(nowMs, spec.Rate, spec.Period.Milliseconds(), spec.Burst, n[2])
+	if n[3] >= 0 {
+		k.Ready, k.Due = true, time.UnixMicro(max(n[3], nowMs*1000))
+	}
+	return k, true
+}
+
+// KeyLimits is Limits for one queue, with the limit keys given reported among its Keys
+// (limited or not, waiting or not).
+func (c *Client) KeyLimits(ctx context.Context, queue string, keys ...string) (LimitStatus, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return LimitStatus{}, err
+	}
+	qk := c.keys.queue(queue)
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	v, err := c.run(ctx, scripts.Limits, []string{qk.limit, qk.active}, args...).Slice()
+	if err != nil {
+		return LimitStatus{}, fmt.Errorf("limits of %s: %w", queue, err)
+	}
+	s, ok := decodeLimitStatus(queue, v)
+	if !ok {
+		return LimitStatus{}, fmt.Errorf("limits of %s: %w", queue, errBadReply)
+	}
+	return s, nil
+}
+
+// Waiting says which of its limits holds the key's ready jobs back now ("" when none):
+// "key concurrency" while Running has reached it, "key rate" while no token is left, or
+// "key pause" while a handler's pause (worker.PauseKey) lasts. Until is then when the
+// claims serve the key next at the latest.
+func (k KeyStatus) Waiting(at time.Time) (why string, until time.Time) {
+	if !k.Ready || !k.Due.After(at) {
+		return "", time.Time{}
+	}
+	switch {
+	case k.KeyConcurrency > 0 && k.Running >= k.KeyConcurrency:
+		return "key concurrency", k.Due
+	case !k.NextToken.IsZero():
+		return "key rate", k.Due
+	}
+	return "key pause", k.Due
+}
+
+// KeysHeldUntil is, when every limit key with jobs ready waits on its own limits (none
+// is due at At), when the first is due; zero otherwise. The keys reported include the
+// first ones the claims will serve, so the earliest due among them is the ring's.
+func (s LimitStatus) KeysHeldUntil() time.Time {
+	var first time.Time
+	for _, k := range s.Keys {
+		if k.Ready && (first.IsZero() || k.Due.Before(first)) {
+			first = k.Due
+		}
+	}
+	if first.After(s.At) {
+		return first
+	}
+	return time.Time{}
+}

@@ -1,0 +1,158 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// Per-key limits through workers: key concurrency 2 over 3 workers of 8 slots, jobs of 4
+// keys: per key, running handlers never exceed 2, and every key makes progress while the
+// others are busy (round-robin); unkeyed jobs beside them are not held back.
+func TestKeyConcurrencyAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	const perKey, n = 2, 60
+	if err := c.SetLimit(ctx, "default", queue.Limit{KeyConcurrency: perKey}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"a", "b", "c", "d"}
+	var batch []queue.BatchJob
+	for _, k := range keys {
+		for range n {
+			batch = append(batch, queue.BatchJob{Type: "t", Options: []queue.Option{queue.LimitKey(k)}})
+		}
+	}
+	for range n {
+		batch = append(batch, queue.BatchJob{Type: "t"})
+	}
+	if _, err := c.EnqueueBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	gauges := map[string]*gauge{}
+	for _, k := range append(keys, "") {
+		gauges[k] = &gauge{}
+	}
+	var done atomic.Int64
+	var unkeyedDone atomic.Int64
+	h := HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		mu.Lock()
+		g := gauges[j.LimitKey]
+		mu.Unlock()
+		g.enter()
+		time.Sleep(2 * time.Millisecond)
+		g.leave()
+		if j.LimitKey == "" {
+			unkeyedDone.Add(1)
+		}
+		done.Add(1)
+		return nil
+	})
+	began := time.Now()
+	for range 3 {
+		startWorker(t, c, Config{Handler: h, Concurrency: 8, Logger: quiet})
+	}
+	total := int64(len(batch))
+	var unkeyedAt time.Duration
+	for done.Load() < total {
+		if unkeyedAt == 0 && unkeyedDone.Load() == n {
+			unkeyedAt = time.Since(began)
+		}
+		if time.Since(began) > 30*time.Second {
+			t.Fatalf("%d of %d jobs done after 30s", done.Load(), total)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(began)
+	for _, k := range keys {
+		if m := gauges[k].most.Load(); m > perKey || m == 0 {
+			t.Errorf("key %s: at most %d handlers at once, want 1-%d", k, m, perKey)
+		}
+	}
+	// 240 keyed jobs of 2ms at 2 per key, 4 keys: about 60ms of work per key slot; the 60
+	// unkeyed jobs, held back by nothing, finish well before the keyed ones.
+	if unkeyedAt == 0 || unkeyedAt > took*3/4 {
+		t.Errorf("unkeyed jobs all done at %v of %v: held back behind the keys", unkeyedAt, took)
+	}
+	t.Logf("%d jobs in %v; the unkeyed ones done at %v", total, took, unkeyedAt)
+}
+
+// A handler pauses its job's limit key (PauseKey): no job of the key starts before the
+// pause ends, the paused job runs first after it, uncounted; another key runs meanwhile.
+func TestPauseKey(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var batch []queue.BatchJob
+	for _, k := range []string{"a", "a", "a", "b", "b"} {
+		batch = append(batch, queue.BatchJob{Type: "t", Options: []queue.Option{queue.LimitKey(k)}})
+	}
+	res, err := c.EnqueueBatch(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res[0].ID
+	const pause = 400 * time.Millisecond
+	var mu sync.Mutex
+	type start struct {
+		id, key string
+		at      time.Time
+		attempt int
+	}
+	var starts []start
+	var paused time.Time
+	h := HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		starts = append(starts, start{j.ID, j.LimitKey, time.Now(), j.Attempt})
+		if j.ID == first && paused.IsZero() {
+			paused = time.Now()
+			return PauseKey(pause)
+		}
+		return nil
+	})
+	startWorker(t, c, Config{Handler: h, Concurrency: 1, Logger: quiet})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(starts)
+		mu.Unlock()
+		if n == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d starts after 10s, want 6", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var aAfter []start
+	for _, s := range starts[1:] {
+		if s.key == "a" {
+			aAfter = append(aAfter, s)
+			if s.at.Sub(paused) < pause-20*time.Millisecond {
+				t.Errorf("job %s of key a started %v after the pause began, want >= %v", s.id, s.at.Sub(paused), pause)
+			}
+		}
+	}
+	if len(aAfter) != 3 {
+		t.Errorf("key a after the pause: %+v; want its three jobs", aAfter)
+	}
+	for _, s := range aAfter {
+		if s.attempt != 1 {
+			t.Errorf("job %s ran as attempt %d after the pause, want 1 (the pause is uncounted)", s.id, s.attempt)
+		}
+	}
+	if bs := starts[1:3]; bs[0].key != "b" || bs[1].key != "b" {
+		t.Errorf("starts after the pause began: %+v; want key b's two jobs first, during the pause", starts[1:])
+	}
+	j, err := c.Get(ctx, "default", first)
+	if err != nil || j.Postponed != 1 {
+		t.Errorf("paused job: postponed %d (%v), want 1", j.Postponed, err)
+	}
+}

@@ -1,0 +1,118 @@
+package worker
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobs-dev/jobs/internal/broker"
+	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/queue"
+)
+
+// skewed is a worker's broker as seen by a worker whose clock is off by -skew from
+// Redis's: every Redis time it is told (a job's times, a claim's Redis time) is skew
+// ahead of its own clock. The scripts read only Redis TIME, so the skew can only matter
+// where the worker compares a Redis time with its own clock.
+type skewed struct {
+	broker.Broker
+	skew time.Duration
+}
+
+func (s skewed) AckClaimLimited(ctx context.Context, q string, finished []*queue.Job, results [][]byte, n int,
+	lease time.Duration, worker string) ([]error, []*queue.Job, proto.Limited, error) {
+	acked, jobs, lim, err := s.Broker.AckClaimLimited(ctx, q, finished, results, n, lease, worker)
+	for _, j := range jobs {
+		j.StartedAt, j.CreatedAt = j.StartedAt.Add(s.skew), j.CreatedAt.Add(s.skew)
+	}
+	if !lim.Now.IsZero() {
+		lim.Now = lim.Now.Add(s.skew)
+	}
+	return acked, jobs, lim, err
+}
+
+// startSkewedWorker is startWorker for a worker whose clock is skew behind Redis's.
+func startSkewedWorker(t *testing.T, c *queue.Client, cfg Config, skew time.Duration) {
+	t.Helper()
+	w, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.broker = skewed{w.broker, skew}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() err = %v", err)
+		}
+	})
+}
+
+// Worker clocks skewed by -10, 0 and +10 minutes from Redis's change nothing: a binding
+// rate of 20/s across the three is kept (at most 20 starts, by Redis's clock, in any 1s
+// window) and delivered (the mean within a few percent), and a key's concurrency holds.
+// The workers' waits are durations Redis gives them (until the next token or slot, until
+// a job's reserved start: a gap between two Redis times), timed on their own monotonic
+// clocks from the reply; no wall clock of theirs is compared with Redis's.
+func TestWorkerClockSkewChangesNothing(t *testing.T) {
+	c := newClient(t)
+	if err := c.SetLimit(ctx, "default", queue.Limit{Rate: 20, Period: time.Second, KeyConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]queue.BatchJob, 100)
+	for i := range batch {
+		batch[i] = queue.BatchJob{Type: "t", Options: []queue.Option{queue.LimitKey([]string{"a", "b", "c", "d"}[i%4])}}
+	}
+	if _, err := c.EnqueueBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var starts []time.Time
+	running := map[string]int{}
+	most := 0
+	skews := []time.Duration{-10 * time.Minute, 0, 10 * time.Minute}
+	for _, skew := range skews {
+		h := HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+			mu.Lock()
+			starts = append(starts, j.StartedAt.Add(-skew)) // back to Redis's clock
+			running[j.LimitKey]++
+			most = max(most, running[j.LimitKey])
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			running[j.LimitKey]--
+			mu.Unlock()
+			return nil
+		})
+		startSkewedWorker(t, c, Config{Handler: h, Concurrency: 4, Logger: quiet}, skew)
+	}
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) < 2 {
+		t.Fatalf("%d jobs started in 3s, want about 60", len(starts))
+	}
+	s := slices.Clone(starts)
+	slices.SortFunc(s, func(a, b time.Time) int { return a.Compare(b) })
+	inWindow := 0
+	for i := range s {
+		j, _ := slices.BinarySearchFunc(s, s[i].Add(time.Second), func(a, b time.Time) int { return a.Compare(b) })
+		inWindow = max(inWindow, j-i)
+	}
+	rate := float64(len(s)-1) / s[len(s)-1].Sub(s[0]).Seconds()
+	if inWindow > 20 {
+		t.Errorf("%d starts in a 1s window, want at most 20", inWindow)
+	}
+	if rate < 18 || rate > 20.02 {
+		t.Errorf("mean rate %.2f/s, want 20/s", rate)
+	}
+	if most > 1 {
+		t.Errorf("%d jobs of one key ran at once, want at most 1 (key concurrency 1)", most)
+	}
+	t.Logf("FIGURES workers skewed -10m, 0, +10m: %d starts, most in any 1s window %d, mean %.3f/s, most of a key at once %d",
+		len(s), inWindow, rate, most)
+}
