@@ -1,8 +1,6 @@
 package dash
 
 import (
-	"context"
-	"errors"
 	"net/http"
 
 	"github.com/jobs-dev/jobs/internal/printable"
@@ -54,25 +52,17 @@ type workflowGraph struct {
 }
 
 // graphOf builds j's graph from its dependencies (read for the first graphSide only) and
-// dependents, reading each shown dependent's state: at most graphSide reads.
-func (h *Handler) graphOf(ctx context.Context, j *queue.Job, deps []queue.Dependency, dependents []queue.JobRef) (*workflowGraph, error) {
+// the dependents read (graphSide at most, of dependentsN).
+func graphOf(j *queue.Job, deps []queue.Dependency, dependents []queue.Dependent, dependentsN int) *workflowGraph {
 	if len(deps) == 0 && len(dependents) == 0 {
-		return nil, nil
+		return nil
 	}
-	g := &workflowGraph{UpMore: len(j.After) - len(deps), DownMore: max(0, len(dependents)-graphSide)}
+	g := &workflowGraph{UpMore: len(j.After) - len(deps), DownMore: max(0, dependentsN-len(dependents))}
 	for _, d := range deps {
 		g.Up = append(g.Up, graphNode{JobRef: d.JobRef, State: d.State, Pending: d.Pending})
 	}
-	for _, ref := range dependents[:min(len(dependents), graphSide)] {
-		n := graphNode{JobRef: ref}
-		dj, err := h.client.Get(ctx, ref.Queue, ref.ID)
-		switch {
-		case err == nil:
-			n.State = dj.State
-		case !errors.Is(err, queue.ErrNotFound):
-			return nil, err
-		}
-		g.Down = append(g.Down, n)
+	for _, d := range dependents {
+		g.Down = append(g.Down, graphNode{JobRef: d.JobRef, State: d.State})
 	}
-	return g, nil
+	return g
 }

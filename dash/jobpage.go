@@ -31,7 +31,8 @@ type jobData struct {
 	// Batch is its batch's state and counts (nil outside a batch, or once the batch
 	// record expired).
 	Dependencies []queue.Dependency `json:"dependencies,omitempty"`
-	Dependents   []queue.JobRef     `json:"dependents,omitempty"` // the jobs waiting on it
+	Dependents   []queue.Dependent  `json:"dependents,omitempty"` // the jobs waiting on it: graphSide of them at most
+	DependentsN  int                `json:"dependents_total,omitempty"`
 	Batch        *queue.BatchStatus `json:"batch,omitempty"`
 	// Graph is the job's neighbourhood, at most graphSide jobs a side (nil outside a workflow).
 	Graph *workflowGraph `json:"-"`
@@ -122,14 +123,11 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		h.failQueue(w, r, err)
 		return
 	}
-	if d.Dependents, err = h.client.Dependents(ctx, j); err != nil {
+	if d.Dependents, d.DependentsN, err = h.client.Dependents(ctx, j, graphSide); err != nil {
 		h.failQueue(w, r, err)
 		return
 	}
-	if d.Graph, err = h.graphOf(ctx, j, d.Dependencies, d.Dependents); err != nil {
-		h.failQueue(w, r, err)
-		return
-	}
+	d.Graph = graphOf(j, d.Dependencies, d.Dependents, d.DependentsN)
 	if !j.Batch.IsZero() {
 		d.Batch, _ = h.client.BatchStatus(ctx, j.Batch) // nil once the batch record expired
 	}

@@ -279,19 +279,19 @@ func (c *Client) Dependencies(ctx context.Context, job *Job) ([]Dependency, erro
 	}
 	deps := make([]Dependency, len(job.After))
 	pipe := c.rdb.Pipeline()
-	var pending = pipe.SMembers(ctx, c.queueKeys(job.Queue).deps(job.ID))
+	members := make([]any, len(job.After))
 	hashes := make([]interface{ Val() []any }, len(job.After))
 	for i, r := range job.After {
 		deps[i].JobRef = r
+		members[i] = r.member()
 		hashes[i] = pipe.HMGet(ctx, c.queueKeys(r.Queue).job(r.ID), "state", "result")
 	}
+	// Only the dependencies asked about: a job may wait on thousands.
+	pending := pipe.SMIsMember(ctx, c.queueKeys(job.Queue).deps(job.ID), members...)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("dependencies of %s: %w", job.ID, err)
 	}
-	waiting := map[string]bool{}
-	for _, m := range pending.Val() {
-		waiting[m] = true
-	}
+	waiting := pending.Val()
 	for i := range deps {
 		v := hashes[i].Val()
 		if s, ok := v[0].(string); ok {
@@ -300,7 +300,7 @@ func (c *Client) Dependencies(ctx context.Context, job *Job) ([]Dependency, erro
 		if s, ok := v[1].(string); ok && deps[i].State == StateDone {
 			deps[i].Result = []byte(s)
 		}
-		deps[i].Pending = waiting[deps[i].member()]
+		deps[i].Pending = i < len(waiting) && waiting[i]
 	}
 	return deps, nil
 }
@@ -316,21 +316,49 @@ func parseAfter(v string) []JobRef {
 	return out
 }
 
-// Dependents returns the jobs enqueued after job (After or AfterJob naming it) while it
-// has not ended, whatever became of them since (one may have died of another
-// dependency); nil once it ended (its end resolved them) or when none was. One round
-// trip.
-func (c *Client) Dependents(ctx context.Context, job *Job) ([]JobRef, error) {
-	members, err := c.rdb.SMembers(ctx, c.queueKeys(job.Queue).dependents(job.ID)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("dependents of %s: %w", job.ID, err)
+// Dependent is a job enqueued after another, and its state now.
+type Dependent struct {
+	JobRef
+	// State is the dependent's state; "" when its record is gone.
+	State State
+}
+
+// Dependents returns up to max of the jobs enqueued after job (After or AfterJob naming
+// it) while it has not ended, sorted, with their state now (one may have died of another
+// dependency since), and how many there are in all; none once job ended (its end
+// resolved them). The cost does not grow with their number: of more than max, max are
+// picked at random. Two round trips. A max under 1 is ErrInvalid.
+func (c *Client) Dependents(ctx context.Context, job *Job, max int) ([]Dependent, int, error) {
+	if max < 1 {
+		return nil, 0, invalid("dependents of %s: max %d: want at least 1", job.ID, max)
 	}
-	var out []JobRef
-	for _, m := range members {
+	key := c.queueKeys(job.Queue).dependents(job.ID)
+	pipe := c.rdb.Pipeline()
+	total := pipe.SCard(ctx, key)
+	some := pipe.SRandMemberN(ctx, key, int64(max)) // distinct members, O(max)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, 0, fmt.Errorf("dependents of %s: %w", job.ID, err)
+	}
+	var out []Dependent
+	for _, m := range some.Val() {
 		if q, id, ok := strings.Cut(m, "\t"); ok {
-			out = append(out, JobRef{Queue: q, ID: id})
+			out = append(out, Dependent{JobRef: JobRef{Queue: q, ID: id}})
 		}
 	}
-	slices.SortFunc(out, func(a, b JobRef) int { return strings.Compare(a.String(), b.String()) })
-	return out, nil
+	if len(out) == 0 {
+		return nil, int(total.Val()), nil
+	}
+	slices.SortFunc(out, func(a, b Dependent) int { return strings.Compare(a.String(), b.String()) })
+	pipe = c.rdb.Pipeline()
+	states := make([]*redis.StringCmd, len(out))
+	for i, d := range out {
+		states[i] = pipe.HGet(ctx, c.queueKeys(d.Queue).job(d.ID), "state")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, fmt.Errorf("dependents of %s: %w", job.ID, err)
+	}
+	for i := range out {
+		out[i].State = State(states[i].Val())
+	}
+	return out, int(total.Val()), nil
 }

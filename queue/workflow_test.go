@@ -392,3 +392,42 @@ func TestDependencyOfTheSameCallIsRegisteredAtOnce(t *testing.T) {
 	deliverAll(t, c, "default")
 	mustState(t, c, "o", res[1].ID, StateReady)
 }
+
+// Dependents reads a sample of at most max, with their states and the count of all, and
+// Dependencies says which dependencies are pending: neither reads a whole set.
+func TestDependentsAndDependenciesAreBounded(t *testing.T) {
+	c := setup(t, Config{})
+	root := mustEnqueue(t, c, "root")
+	var kids []BatchJob
+	for range 200 {
+		kids = append(kids, BatchJob{Type: "kid", Options: []Option{After(root)}})
+	}
+	if _, err := c.EnqueueBatch(ctx, kids); err != nil {
+		t.Fatal(err)
+	}
+	rj := mustState(t, c, "default", root, StateReady)
+	some, total, err := c.Dependents(ctx, rj, 10)
+	if err != nil || total != 200 || len(some) != 10 {
+		t.Fatalf("Dependents(max 10) = %d of %d, %v; want 10 of 200", len(some), total, err)
+	}
+	seen := map[string]bool{}
+	for i, d := range some {
+		if d.State != StateWaiting || seen[d.ID] || i > 0 && some[i-1].String() > d.String() {
+			t.Errorf("dependent %d = %+v: want distinct, sorted, waiting", i, d)
+		}
+		seen[d.ID] = true
+	}
+	if _, _, err := c.Dependents(ctx, rj, 0); !strings.Contains(fmt.Sprint(err), "max 0") {
+		t.Errorf("Dependents(max 0) err = %v, want ErrInvalid naming max", err)
+	}
+	// One kid that waits on the root and on a job already done: only the root is pending.
+	done := mustEnqueue(t, c, "done", On("other"))
+	if err := c.broker().Ack(ctx, claimID(t, c, "other", done, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	kid := mustEnqueue(t, c, "kid", AfterJob("other", done), After(root))
+	deps, err := c.Dependencies(ctx, mustState(t, c, "default", kid, StateWaiting))
+	if err != nil || len(deps) != 2 || deps[0].Pending || !deps[1].Pending || deps[0].State != StateDone {
+		t.Errorf("Dependencies() = %+v, %v; want the done one not pending, the root pending", deps, err)
+	}
+}

@@ -76,12 +76,20 @@ func inspectCommand(e *env) *cli.Command {
 				}
 			}
 			if job.State != queue.StateDone && job.State != queue.StateDead {
-				dependents, err := client.Dependents(c.Context, job)
+				const shown = 50 // a job may have thousands: a sample of them, and the count
+				dependents, total, err := client.Dependents(c.Context, job, shown)
 				if err != nil {
 					return err
 				}
 				for _, d := range dependents {
-					fmt.Fprintf(e.stdout, "before      %s (depends on this job)\n", clean(d.String(), false))
+					st := string(d.State)
+					if st == "" {
+						st = "not found"
+					}
+					fmt.Fprintf(e.stdout, "before      %s (depends on this job; %s)\n", clean(d.String(), false), st)
+				}
+				if more := total - len(dependents); more > 0 {
+					fmt.Fprintf(e.stdout, "before      and %d more (%d in all)\n", more, total)
 				}
 			}
 			if !job.Batch.IsZero() {

@@ -133,7 +133,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xrange +xinfo|stream " +
 	"+zrank +zrevrank +pttl +xrevrange " +
-	"+srem +scard +hsetnx +hscan"
+	"+srem +scard +hsetnx +hscan +smismember +srandmember"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line (no CLIENT among it: the registry of live processes never needs it), and checks
@@ -206,6 +206,11 @@ func TestACLUser(t *testing.T) {
 	dep := strings.TrimSpace(run("enqueue", "t").stdout)
 	after := strings.TrimSpace(run("enqueue", "t", "--after", dep).stdout)
 	across := strings.TrimSpace(run("enqueue", "--queue", "other", "t", "--after", "default/"+after).stdout)
+	// inspect of a job with dependents (a sample and the count) and of one still waiting.
+	later := strings.TrimSpace(run("enqueue", "--delay", "1h", "t").stdout)
+	waiter := strings.TrimSpace(run("enqueue", "t", "--after", later).stdout)
+	run("inspect", later)
+	run("inspect", waiter)
 	batchFile := filepath.Join(t.TempDir(), "batch.jsonl")
 	os.WriteFile(batchFile, []byte(`{"type":"t"}`+"\n"+`{"type":"t"}`+"\n"), 0o600)
 	bid := strings.TrimSpace(run("enqueue", "--file", batchFile, "--batch", "--queue", "other", "--on-complete", "t").stdout)

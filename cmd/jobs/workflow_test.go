@@ -39,7 +39,7 @@ func TestEnqueueAfterAndInspectShowsWhatItWaitsFor(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got.After) != 1 || got.After[0] != "mail/"+dep || !got.Ignore {
 		t.Errorf("inspect --json = %s (%v)", r.stdout, err)
 	}
-	if r := jobs(t, p, "", "inspect", "--queue", "mail", dep); !strings.Contains(r.stdout, "before      default/"+id+" (depends on this job)") {
+	if r := jobs(t, p, "", "inspect", "--queue", "mail", dep); !strings.Contains(r.stdout, "before      default/"+id+" (depends on this job; waiting)") {
 		t.Errorf("inspect of the dependency = %+v, want its dependents", r)
 	}
 	if r := jobs(t, p, "", "ls", "default", "--state", "waiting"); r.code != 0 || !strings.Contains(r.stdout, id) {
