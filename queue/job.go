@@ -164,8 +164,8 @@ func (d *jobFields) set(k, v string) {
 	case "dep_policy":
 		j.IgnoreDependencyFailure = v == "run"
 	case "batch":
-		if q, id, ok := strings.Cut(v, "\t"); ok {
-			j.Batch = BatchRef{Queue: q, ID: id}
+		if r, ok := parseMember(v); ok {
+			j.Batch = BatchRef(r)
 		}
 	case "attempts":
 		d.attempts = v

@@ -48,6 +48,12 @@ func (r JobRef) validate() error {
 // member is the ref as the scripts keep it in sets: "queue\tid".
 func (r JobRef) member() string { return r.Queue + "\t" + r.ID }
 
+// parseMember reads a ref written by member; ok is false for anything else.
+func parseMember(m string) (r JobRef, ok bool) {
+	r.Queue, r.ID, ok = strings.Cut(m, "\t")
+	return r, ok
+}
+
 // ParseJobRef reads "queue/id", or "id" alone (a job of queue def). A queue name has no
 // '/', so the first one ends it; an ID may hold more.
 func ParseJobRef(s, def string) (JobRef, error) {
@@ -309,8 +315,8 @@ func (c *Client) Dependencies(ctx context.Context, job *Job) ([]Dependency, erro
 func parseAfter(v string) []JobRef {
 	var out []JobRef
 	for _, line := range strings.Split(v, "\n") {
-		if q, id, ok := strings.Cut(line, "\t"); ok {
-			out = append(out, JobRef{Queue: q, ID: id})
+		if r, ok := parseMember(line); ok {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -341,8 +347,8 @@ func (c *Client) Dependents(ctx context.Context, job *Job, max int) ([]Dependent
 	}
 	var out []Dependent
 	for _, m := range some.Val() {
-		if q, id, ok := strings.Cut(m, "\t"); ok {
-			out = append(out, Dependent{JobRef: JobRef{Queue: q, ID: id}})
+		if r, ok := parseMember(m); ok {
+			out = append(out, Dependent{JobRef: r})
 		}
 	}
 	if len(out) == 0 {

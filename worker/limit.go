@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/queue"
 )
 
 // limitState is what a queue's last claim met of its limits.
@@ -99,7 +100,7 @@ func (l *loop) holdKey(r *run, err error) {
 	if l.keyPausing == nil {
 		l.keyPausing = map[string]keyPause{}
 	}
-	l.keyPausing[r.job.Queue+"\x00"+r.job.LimitKey] = keyPause{r: r, until: time.Now().Add(pp.after)}
+	l.keyPausing[pauseKeyOf(r.job)] = keyPause{r: r, until: time.Now().Add(pp.after)}
 	var out []*run
 	keep := l.buffer[:0]
 	for _, b := range l.buffer {
@@ -132,7 +133,7 @@ func (l *loop) heldForPause(b *run) bool {
 	if b.job.LimitKey == "" || len(l.keyPausing) == 0 {
 		return false
 	}
-	k := b.job.Queue + "\x00" + b.job.LimitKey
+	k := pauseKeyOf(b.job)
 	p, ok := l.keyPausing[k]
 	switch {
 	case !ok:
@@ -148,6 +149,9 @@ func (l *loop) heldForPause(b *run) bool {
 	return true
 }
 
+// pauseKeyOf names job's queue and limit key in keyPausing.
+func pauseKeyOf(job *queue.Job) string { return job.Queue + "\x00" + job.LimitKey }
+
 // keyPause is a pause of a limit key a handler here asked for: r is the paused run while
 // its call is in flight (nil after), until when the pause ends.
 type keyPause struct {
@@ -157,7 +161,7 @@ type keyPause struct {
 
 // releaseKey hands back the runs holdKey held for r, now that r's pause call ended.
 func (l *loop) releaseKey(r *run) {
-	if k := r.job.Queue + "\x00" + r.job.LimitKey; l.keyPausing[k].r == r {
+	if k := pauseKeyOf(r.job); l.keyPausing[k].r == r {
 		l.keyPausing[k] = keyPause{until: l.keyPausing[k].until}
 	}
 	if held := l.keyHeld[r]; held != nil {
