@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -282,4 +284,73 @@ func BenchmarkAckClaimLimits(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkAckClaimKeys is BenchmarkAckClaimLimits's round (ack 100, claim 100, one call)
+// under limits that never bind (concurrency 10,000, rate 1,000,000/s, key concurrency
+// 10,000), with the jobs spread over 0 (no limit key), 10 or 1,000 limit keys (10 jobs
+// each, refilled): what keyed jobs cost a busy worker. redis-us/job is Redis's own CPU time per job (INFO cpu, the
+// refills left out), which other work on the machine disturbs less than ns/op.
+func BenchmarkAckClaimKeys(b *testing.B) {
+	const batch = 100
+	for _, keys := range []int{0, 10, 1000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			c := benchClient(b)
+			l := Limit{Concurrency: 10_000, Rate: 1_000_000, Period: time.Second, Burst: 1000, KeyConcurrency: 10_000}
+			if err := c.SetLimit(ctx, "default", l); err != nil {
+				b.Fatal(err)
+			}
+			refill := make([]BatchJob, 10_000)
+			for i := range refill {
+				refill[i] = BatchJob{Type: "bench", Payload: payload100}
+				if keys > 0 {
+					refill[i].Options = []Option{LimitKey(fmt.Sprint("k", i%keys))}
+				}
+			}
+			var held []*Job
+			ready := 0
+			var refills time.Duration
+			start := redisCPU(b, c)
+			for b.Loop() {
+				if ready < batch {
+					b.StopTimer()
+					before := redisCPU(b, c)
+					if _, err := c.EnqueueBatch(ctx, refill); err != nil {
+						b.Fatal(err)
+					}
+					refills += redisCPU(b, c) - before
+					ready += len(refill)
+					b.StartTimer()
+				}
+				_, jobs, lim, err := c.broker().AckClaimLimited(ctx, "default", held, make([][]byte, len(held)), batch, time.Minute, "w")
+				if err != nil || len(jobs) != batch || lim.By != "" {
+					b.Fatalf("round = %d jobs, %+v, %v; want %d, no limit met", len(jobs), lim, err, batch)
+				}
+				held, ready = jobs, ready-len(jobs)
+			}
+			cpu := redisCPU(b, c) - start - refills
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*batch), "redis-us/job")
+		})
+	}
+}
+
+// redisCPU is the CPU time the Redis server has used (INFO cpu: user and system).
+func redisCPU(b *testing.B, c *Client) time.Duration {
+	b.Helper()
+	info, err := c.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }

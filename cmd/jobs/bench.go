@@ -34,6 +34,8 @@ func benchCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "limit-burst", Usage: "with --limit-rate, its burst"},
 			&cli.IntFlag{Name: "limit-keys", Usage: "spread the jobs over `N` limit keys (jobs enqueue --limit-key)"},
 			&cli.IntFlag{Name: "limit-key-concurrency", Usage: "set this key concurrency on the run's queue (jobs limit set --key-concurrency)"},
+			&cli.StringFlag{Name: "limit-key-rate", Usage: "set this key rate (`N/PERIOD`) on the run's queue (jobs limit set --key-rate)"},
+			&cli.IntFlag{Name: "limit-key-burst", Usage: "with --limit-key-rate, its burst"},
 			&cli.BoolFlag{Name: "history", Value: true, Usage: "keep the worker's metrics history (--history=false: measure its cost; --events 0 turns the events off)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -41,7 +43,7 @@ func benchCommand(e *env) *cli.Command {
 				return usagef("bench takes no arguments, got %q", c.Args().First())
 			}
 			limit := queue.Limit{Concurrency: c.Int("limit-concurrency"), Burst: c.Int("limit-burst"),
-				KeyConcurrency: c.Int("limit-key-concurrency")}
+				KeyConcurrency: c.Int("limit-key-concurrency"), KeyBurst: c.Int("limit-key-burst")}
 			if c.Int("limit-keys") < 0 {
 				return usagef("--limit-keys must be positive, got %d", c.Int("limit-keys"))
 			}
@@ -51,6 +53,13 @@ func benchCommand(e *env) *cli.Command {
 					return usagef("--limit-rate: %v", err)
 				}
 				limit.Rate, limit.Period = n, period
+			}
+			if c.IsSet("limit-key-rate") {
+				n, period, err := queue.ParseRate(c.String("limit-key-rate"))
+				if err != nil {
+					return usagef("--limit-key-rate: %v", err)
+				}
+				limit.KeyRate, limit.KeyPeriod = n, period
 			}
 			client, err := connect(c)
 			if err != nil {
