@@ -322,3 +322,49 @@ func TestKeyedDependentReadyUnderItsKey(t *testing.T) {
 		t.Errorf("claim after the dependency ended = %d jobs; want the dependent", len(jobs))
 	}
 }
+
+// A key's rate takes its tokens ahead as the queue's does (rate_ahead in lib.lua): a
+// claim gets the tokens due within 20ms, each job starting at its token's instant, and
+// the key is due again 20ms before its next token. Not under a queue rate: a job held
+// for its key's token would start after its queue token's instant, and the queue's
+// starts could bunch up.
+func TestKeyRateTokensAhead(t *testing.T) {
+	c := setup(t, Config{})
+	if err := c.SetLimit(ctx, "default", Limit{KeyRate: 100, KeyPeriod: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, 10, LimitKey("a"))
+	jobs, lim := claimLimited(t, c, "default", 10)
+	// tau 10ms, burst 1: the token due now and the two due within 20ms.
+	if len(jobs) != 3 {
+		t.Fatalf("claim under key rate 100/s = %d jobs; want 3 (the tokens due within 20ms)", len(jobs))
+	}
+	for i, j := range jobs {
+		if d := j.StartedAt.Sub(jobs[0].StartedAt); d != time.Duration(i)*10*time.Millisecond {
+			t.Errorf("job %d starts %v after the first; want %v (its token's instant)", i, d, time.Duration(i)*10*time.Millisecond)
+		}
+	}
+	// The next token is due 30ms after the first start: the key 20ms before it.
+	if lim.By != proto.LimitKeys || lim.Wait <= 0 || lim.Wait > 10*time.Millisecond {
+		t.Errorf("limit = %+v; want by keys, at most 10ms (20ms before the next token)", lim)
+	}
+	time.Sleep(lim.Wait)
+	more, _ := claimLimited(t, c, "default", 10)
+	if len(more) == 0 || more[0].StartedAt.Sub(jobs[0].StartedAt) != 30*time.Millisecond {
+		t.Fatalf("claim when the key is due = %d jobs; want the next token's job, starting 30ms after the first", len(more))
+	}
+
+	// Under a queue rate, a key's tokens are taken when due only.
+	l := Limit{Rate: 1000, Period: time.Second, Burst: 100, KeyRate: 100, KeyPeriod: time.Second}
+	if err := c.SetLimit(ctx, "other", l); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := c.Enqueue(ctx, "t", nil, On("other"), LimitKey("b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs, _ := claimLimited(t, c, "other", 10); len(jobs) != 1 {
+		t.Errorf("claim under key rate 100/s and a queue rate = %d jobs; want 1 (no key token ahead)", len(jobs))
+	}
+}

@@ -23,8 +23,9 @@
 -- Returns  {now_us, limit, job, job, ...}: now_us is Redis TIME in microseconds; each job
 --          is its hash as a flat field/value array (HGETALL, read before this claim's
 --          writes) followed by its ID, its attempt (this run's), k and its start in us:
---          now_us, or on a queue with a rate its token's instant, up to 20ms later (the
---          worker holds the job until then; see rate_ahead in lib.lua). Its hash's
+--          now_us, or on a queue with a rate (or, without one, a keyed job under its
+--          key's rate) its token's instant, up to 20ms later (the worker holds the job
+--          until then; see rate_ahead in lib.lua). Its hash's
 --          started_at is the start in ms. The claim also set state = active and
 --          worker. limit is {concurrency, why, wait_us, free} (limit_reply in lib.lua): the
 --          queue's concurrency limit (0: none) and the slots this claim left free; and,

@@ -194,7 +194,8 @@ end
 --                              back at now (behind the others: round-robin), a key held
 --                              back by its concurrency at its earliest lease deadline (an
 --                              end of one of its jobs brings it forward: keys_freed) and
---                              one held back by its rate at its next token.
+--                              one held back by its rate at its next token (rate_ahead()
+--                              before it when the queue has no rate: pop_keyed).
 -- key_base is "jobs:{q}:" from the job key prefix "jobs:{q}:job:".
 local function key_base(prefix)
   return string.sub(prefix, 1, -5)
@@ -295,6 +296,28 @@ local function lease_ends(ended, active, id, lkey)
   if d then ended[#ended + 1] = {lkey, id, d} end
 end
 
+-- rate_ahead is how far ahead (us) a claim may take a rate's next tokens: a job whose
+-- token is due within it is claimed now and starts at its token's instant (the worker
+-- holds it until then), instead of the claim coming back when the token is due. A claim
+-- that reached Redis after its token was due started the job late, and GCRA counts the
+-- next token from that start: at 1,000/s about a third of the rate was lost that way.
+-- Claimed ahead, the starts are the tokens' instants exactly, so the rate is delivered
+-- in full and the bound (at most rate + burst - 1 starts in any period) holds for them.
+-- 20ms: more than a round trip and a loaded worker's timer lateness, little enough for a
+-- slot to wait.
+local function rate_ahead()
+  return 20000
+end
+
+-- rate_start is when the m-th job (1-based) a claim took under a rate starts (us): its
+-- token's instant, base + (m - burst) * tau, or now when that has passed. Now without a
+-- rate. g: limit_room's reply (the queue's rate), or a key's record from pop_keyed (its
+-- rate's tau, base and burst, the m-th job of the key).
+local function rate_start(g, m, now_us)
+  if not g.tau then return now_us end
+  return math.max(g.base + (m - g.burst) * g.tau, now_us)
+end
+
 -- key_spec parses a key limit as limit.lua stores it: "concurrency rate period_ms burst",
 -- 0 for none of a kind. nil for none at all.
 local function key_spec(s)
@@ -306,7 +329,8 @@ end
 
 -- pop_keyed pops up to want job IDs from the due keys (ring order), each key giving at
 -- most its share of what is left (round-robin) and what its limits allow now: its
--- concurrency counts its unexpired leases, its rate is GCRA as the queue's (limit_room).
+-- concurrency counts its unexpired leases, its rate is GCRA as the queue's (limit_room),
+-- its tokens due within rate_ahead() claimed ahead when the queue has no rate.
 -- limit: the queue's limits HASH (field 'key' the default of every key, 'key:'..K an
 -- override); g: limit_room's reply (g.running, when the queue has a concurrency limit).
 -- Appends to ids and keyof (the key's record of each); returns the per-key records that
@@ -326,7 +350,7 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     local left = want - #ids
     if left <= 0 then break end
     local sp = key_spec(specs[i + 1]) or default
-    local r = {key = k, list = base .. 'kready:' .. k, sp = sp, ids = {}, popped = 0}
+    local r = {key = k, list = base .. 'kready:' .. k, ids = {}, popped = 0}
     local room = math.ceil(left / (#due - i + 1))
     if sp and sp.conc > 0 then
       -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
@@ -339,9 +363,15 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     end
     if sp and sp.rate > 0 then
       r.tat = base .. 'ktat:' .. k
-      r.tau = math.ceil(sp.period * 1000 / sp.rate)
+      r.tau, r.burst = math.ceil(sp.period * 1000 / sp.rate), sp.burst
       r.base = math.max(tonumber(redis.call('GET', r.tat)) or 0, now_us)
-      r.tokens = math.floor((now_us + sp.burst * r.tau - r.base) / r.tau)
+      -- The tokens due within rate_ahead(), as the queue's (limit_room): each such job
+      -- starts at its token's instant (claim_jobs). Not under a queue rate, whose token
+      -- instants the claim's jobs start at: one held for its key's later token would
+      -- start after its queue token's, and the queue's starts could bunch up.
+      r.ahead = 0
+      if not g.tau then r.ahead = rate_ahead() end
+      r.tokens = math.floor((now_us + r.ahead + sp.burst * r.tau - r.base) / r.tau)
       room = math.min(room, math.max(r.tokens, 0))
     end
     r.room = room
@@ -403,7 +433,8 @@ local function key_claimed(base, recs, deadline, now, now_us)
         if first then at = math.max(at, (first + 1) * 1000) end
       end
       if r.tau and r.tokens - m <= 0 then
-        at = math.max(at, r.base + m * r.tau - (r.sp.burst - 1) * r.tau)
+        -- Due rate_ahead() before its next token, when a claim may take that token.
+        at = math.max(at, r.base + m * r.tau - (r.burst - 1) * r.tau - r.ahead)
       end
       places[#places + 1] = at
       places[#places + 1] = r.key
@@ -711,19 +742,6 @@ local function ack_jobs(k, now, argv, from)
   return out
 end
 
--- rate_ahead is how far ahead (us) a claim may take a rate's next tokens: a job whose
--- token is due within it is claimed now and starts at its token's instant (the worker
--- holds it until then), instead of the claim coming back when the token is due. A claim
--- that reached Redis after its token was due started the job late, and GCRA counts the
--- next token from that start: at 1,000/s about a third of the rate was lost that way.
--- Claimed ahead, the starts are the tokens' instants exactly, so the rate is delivered
--- in full and the bound (at most rate + burst - 1 starts in any period) holds for them.
--- 20ms: more than a round trip and a loaded worker's timer lateness, little enough for a
--- slot to wait.
-local function rate_ahead()
-  return 20000
-end
-
 -- limit_room is how many of the n jobs a claim asked for the queue's limits let it take now.
 -- limit is the queue's limits HASH (jobs:{q}:limit: concurrency, rate, period_ms, burst,
 -- tat; see limit.lua), active its lease ZSET; now in ms and us (the same TIME). Returns g:
@@ -757,14 +775,6 @@ local function limit_room(limit, active, n, now, now_us)
     if tokens < g.n then g.n, g.why = math.max(tokens, 0), 2 end
   end
   return g
-end
-
--- rate_start is when the m-th job (1-based) a claim took under the queue's rate starts
--- (us): its token's instant, base + (m - burst) * tau, or now when that has passed. Now
--- without a rate.
-local function rate_start(g, m, now_us)
-  if not g.tau then return now_us end
-  return math.max(g.base + (m - g.burst) * g.tau, now_us)
 end
 
 -- limit_take spends m rate tokens (g from limit_room; nothing without a rate): tat moves
@@ -873,6 +883,10 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- or take a done job back to active.
     if state == 'ready' then
       local start = rate_start(g, #out + 1, now_us)
+      -- A job under its key's rate starts at its key token's instant too: later than now
+      -- only for a token claimed ahead, never under a queue rate (pop_keyed).
+      local r = keyof[k]
+      if r and r.tau then start = math.max(start, rate_start(r, #r.ids + 1, now_us)) end
       redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', math.floor(start / 1000),
         'worker', worker, 'lease', token .. ':' .. k)
       event(ev, 'started', id, typ, attempt, worker, '')
