@@ -88,16 +88,10 @@ func modelStep(t *testing.T, c *Client, rng *rand.Rand, held *[]*Job, enqueue fu
 		what = "hand back " + j.ID
 	case op == 6:
 		j := (*held)[rng.IntN(len(*held))]
-		d, err := c.rdb.ZScore(ctx, qk.active, j.ID).Result()
-		if err == redis.Nil {
-			return ""
-		}
 		c.rdb.ZAddXX(ctx, qk.active, redis.Z{Score: 1, Member: j.ID})
 		if j.LimitKey != "" {
-			leases := qk.jobPrefix[:len(qk.jobPrefix)-len("job:")] + "kleases"
-			if c.rdb.ZRem(ctx, leases, leaseMember(j.LimitKey, int64(d), j.ID)).Val() == 1 {
-				c.rdb.ZAdd(ctx, leases, redis.Z{Member: leaseMember(j.LimitKey, 1, j.ID)})
-			}
+			base := qk.jobPrefix[:len(qk.jobPrefix)-len("job:")]
+			c.rdb.ZAddXX(ctx, base+"kactive:"+j.LimitKey, redis.Z{Score: 1, Member: j.ID})
 		}
 		what = "lease ran out " + j.ID
 	case op == 7:
@@ -133,10 +127,4 @@ func modelStep(t *testing.T, c *Client, rng *rand.Rand, held *[]*Job, enqueue fu
 		_, _, _ = c.broker().Promote(ctx, "default")
 	}
 	return what
-}
-
-// leaseMember is a keyed job's member in jobs:{q}:kleases, as lib.lua's lease_member
-// writes it: key, lease deadline (ms, 13 digits), job ID.
-func leaseMember(key string, deadline int64, id string) string {
-	return fmt.Sprintf("%s %013d %s", key, deadline, id)
 }

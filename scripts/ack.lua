@@ -11,10 +11,9 @@
 -- KEYS[7]  jobs:{q}:wake        LIST  an 'r' token per slot freed, when the queue has a
 --                               concurrency limit and jobs are ready (wake_freed), and one
 --                               per key its limits held back that a freed slot brings
---                               forward (keys_freed)
--- Keys     of keyed jobs (named from ARGV[1], see lib.lua): jobs:{q}:kleases (their
---          leases removed), jobs:{q}:keys (a key held back brought forward: keys_freed)
---          and jobs:{q}:kpause:K (read)
+--                               forward (key_freed)
+-- Keys     of a keyed job's limit key K (named from ARGV[1], see lib.lua): jobs:{q}:kactive:K
+--          (its lease removed) and jobs:{q}:keys (K brought forward: key_freed)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)

@@ -11,9 +11,6 @@
 --                               retry or dead
 -- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
 -- KEYS[7]  jobs:{q}:ready       LIST  read (LLEN): are jobs waiting for the freed slots?
--- Keys     of keyed jobs (named from ARGV[1], see lib.lua): jobs:{q}:kleases (their
---          leases removed), jobs:{q}:keys (a key held back brought forward: keys_freed)
---          and jobs:{q}:kpause:K (read)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  dead_retention_ms    a dead job's hash expires after this
@@ -38,7 +35,7 @@ local retention, dead_max, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumb
 local ev = event_buf(events, maxlen)
 local now = now_ms()
 local out, retries = {}, 0
-local failed, kfreed = 0, {}
+local failed = 0
 for i = 6, #ARGV, 5 do
   local id, err, retry_in, short = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
   local key = prefix .. id
@@ -47,11 +44,11 @@ for i = 6, #ARGV, 5 do
     local ended = ended_outcome(lease, ARGV[i + 1])
     if ended == 'retry' or ended == 'dead' then table.insert(out, ended) else table.insert(out, 'lost') end
   else
-    local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel', 'type', 'worker', 'started_at',
-      'attempts', 'limit_key')
-    lease_ends(kfreed, active, id, job[8])
     redis.call('ZREM', active, id)
     failed = failed + 1
+    local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel', 'type', 'worker', 'started_at',
+      'attempts', 'limit_key')
+    if job[8] then key_freed(prefix, job[8], id, now, wakes) end
     local outcome = 'dead'
     if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then outcome = 'retry' end
     redis.call('HSET', key, 'last_error', err,
@@ -69,7 +66,6 @@ for i = 6, #ARGV, 5 do
     table.insert(out, outcome)
   end
 end
-keys_freed(prefix, kfreed, now, wakes)
 wake(wakes, math.min(retries, 1), 's')
 wake_freed(KEYS[6], active, KEYS[7], wakes, failed, 0, now)
 write_events(ev)

@@ -15,10 +15,6 @@
 --                               handed_back, postponed (a postpone,
 --                               with its reason as the error), or dead (cancelled)
 -- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
--- Keys     of keyed jobs (named from ARGV[1], see lib.lua): jobs:{q}:kleases (their
---          leases removed), jobs:{q}:keys (a key held back brought forward: keys_freed;
---          a key whose job is made ready joins it), jobs:{q}:kpause:K (read), and
---          jobs:{q}:kready:K (LIST: a job made ready goes to its head)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  delay_ms             0: ready at once; > 0: scheduled that long from now
 -- ARGV[3]  dead_retention_ms    a cancelled job's hash expires this long after it died
@@ -29,7 +25,7 @@
 --                               back to the head of K's list (jobs:{q}:kready:K, claimed
 --                               first when K runs again), K to jobs:{q}:keys at now+delay,
 --                               and jobs:{q}:kpause:K (STRING, PX delay_ms) keeps a job of
---                               K ending from bringing K forward (keys_freed); "": a plain
+--                               K ending from bringing K forward (key_freed); "": a plain
 --                               hand back
 -- ARGV[6]  reason               stored as last_error when not empty (postpone only)
 -- ARGV[7]  events_max           the events stream keeps about this many entries, each one
@@ -53,7 +49,7 @@ local pause_key = ARGV[5] == 'k'
 local maxlen = tonumber(ARGV[7])
 local ev = event_buf(events, maxlen)
 local now = nil
-local out, n, freed, kfreed = {}, 0, 0, {}
+local out, n, freed = {}, 0, 0
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
@@ -68,10 +64,12 @@ for i = 8, #ARGV, 2 do
       table.insert(out, 0)
     end
   else
-    lease_ends(kfreed, active, id, job[6])
     redis.call('ZREM', active, id)
     freed = freed + 1
-    if job[6] then now = now or now_ms() end
+    if job[6] then
+      now = now or now_ms()
+      key_freed(prefix, job[6], id, now, wakes)
+    end
     redis.call('HINCRBY', key, 'attempt', -1)
     if job[2] or delay > 0 then now = now or now_ms() end
     if job[2] then
@@ -110,8 +108,6 @@ for i = 8, #ARGV, 2 do
     end
   end
 end
--- A key held back by its concurrency comes forward (not one paused just above).
-if #kfreed > 0 then keys_freed(prefix, kfreed, now, wakes) end
 -- Jobs made ready bring their own 'r' tokens; the other slots freed wake a waiting worker.
 if delay > 0 then
   wake(wakes, math.min(n, 1), 's')

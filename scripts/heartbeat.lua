@@ -2,9 +2,6 @@
 -- progress their handlers reported (worker.Progress, an exec handler's fd 3).
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
--- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:kleases
---          (ZSET, the keyed jobs' leases: a renewed one's member is replaced, its new
---          deadline in it)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  lease_ms             new deadline = now + lease_ms
 -- ARGV[3]  p                    how many of the jobs below carry progress (they come first)
@@ -44,7 +41,7 @@ local function renew(id, token)
   table.insert(renewed, deadline)
   table.insert(renewed, id)
   if job[2] then table.insert(cancelled, token) end
-  if job[3] then table.insert(keyed, {job[3], id, d}) end
+  if job[3] then table.insert(keyed, {job[3], id}) end
   return true
 end
 
@@ -61,19 +58,9 @@ if #ids > 0 then
   redis.call('ZREM', active, unpack(ids))
   redis.call('ZADD', active, unpack(renewed))
 end
--- A keyed job's lease under its key (what the key's concurrency counts) moves with it:
--- its member names its deadline, so the old members go and the new ones come, in one
--- ZREM and one ZADD for all.
-if #keyed > 0 then
-  local old, new = {}, {}
-  for i, kj in ipairs(keyed) do
-    old[i] = lease_member(kj[1], kj[3], kj[2])
-    new[#new + 1] = 0
-    new[#new + 1] = lease_member(kj[1], deadline, kj[2])
-  end
-  local leases = key_base(prefix) .. 'kleases'
-  redis.call('ZREM', leases, unpack(old))
-  redis.call('ZADD', leases, unpack(new))
+-- A keyed job's lease under its key (what the key's concurrency counts) moves with it.
+for _, kj in ipairs(keyed) do
+  redis.call('ZADD', key_base(prefix) .. 'kactive:' .. kj[1], 'XX', deadline, kj[2])
 end
 for _, i in ipairs(progress) do
   redis.call('HSET', prefix .. ARGV[i], 'progress', ARGV[i + 2], 'progress_msg', ARGV[i + 3], 'progress_at', now)

@@ -179,50 +179,21 @@ end
 -- a key held back by its limits holds back no other key and no unkeyed job (no
 -- head-of-line blocking). All in the queue's slot; base is "jobs:{q}:":
 --   base..'kready:'..K   LIST  K's ready jobs (LPUSH, claims RPOP: oldest first)
---   base..'kleases'      ZSET  the leases of the queue's keyed jobs, one member per lease,
---                              K .. ' ' .. deadline .. ' ' .. job ID (lease_member), every
---                              score 0: a key's leases are one lex range, in deadline
---                              order, and its unexpired ones (what its concurrency counts)
---                              the part of it after now (ZLEXCOUNT). One set for the queue
---                              rather than one per key: a claim adds the leases of every
---                              key it served in one ZADD, an ack removes them in one ZREM.
+--   base..'kactive:'..K  ZSET  job ID -> lease deadline (ms): K's leases, which its
+--                              concurrency counts (unexpired ones only)
 --   base..'ktat:'..K     STRING K's GCRA tat (us), expiring when it is due (no garbage)
 --   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua,
---                              which scores K at the pause's end; keys_freed leaves it there)
+--                              which scores K at the pause's end; key_freed leaves it there)
 --   base..'keys'         ZSET  K -> when (us) K may run next: keys with ready jobs only.
 --                              Claims take the due keys oldest first, and put a served key
 --                              back at now (behind the others: round-robin), a key held
 --                              back by its concurrency at its earliest lease deadline (an
---                              end of one of its jobs brings it forward: keys_freed) and
+--                              end of one of its jobs brings it forward: key_freed) and
 --                              one held back by its rate at its next token (rate_ahead()
 --                              before it when the queue has no rate: pop_keyed).
 -- key_base is "jobs:{q}:" from the job key prefix "jobs:{q}:job:".
 local function key_base(prefix)
   return string.sub(prefix, 1, -5)
-end
-
--- lease_member is the member of kleases for job id's lease under limit key lkey ending at
--- deadline (ms). A limit key holds no byte at or below ' ' (the client refuses them), so
--- the first space ends it; the deadline has a fixed width (13 digits: ms until the year
--- 2286), so lex order is deadline order within a key.
-local function lease_member(lkey, deadline, id)
-  return lkey .. ' ' .. string.format('%013.0f', deadline) .. ' ' .. id
-end
-
--- key_unexpired is the lex range (ZLEXCOUNT, ZRANGE BYLEX) of lkey's leases unexpired at
--- now (ms): deadline now+1 and later, up to '!' (the byte after ' '), below which every
--- member of lkey sorts and no member of another key does.
-local function key_unexpired(lkey, now)
-  return '[' .. lkey .. ' ' .. string.format('%013.0f', now + 1), '(' .. lkey .. '!'
-end
-
--- key_first_deadline is the earliest deadline (ms) of lkey's leases unexpired at now, or
--- nil when it has none.
-local function key_first_deadline(leases, lkey, now)
-  local lo, hi = key_unexpired(lkey, now)
-  local first = redis.call('ZRANGE', leases, lo, hi, 'BYLEX', 'LIMIT', 0, 1)[1]
-  if first then return tonumber(string.sub(first, #lkey + 2, #lkey + 14)) end
-  return nil
 end
 
 -- push_ready makes job id ready to run: on ready, or, for a keyed job (lkey: its limit
@@ -251,49 +222,20 @@ local function unready(ready, prefix, id, lkey)
   if redis.call('LLEN', list) == 0 then redis.call('ZREM', base .. 'keys', lkey) end
 end
 
--- keys_freed ends the leases of keyed jobs under their limit keys (ack, fail, hand back,
--- reap), after the script took them out of active: ended holds one {K, id, deadline} per
--- lease (deadline: its score in active, in ms), their slots are free at once. A key the
--- ring holds back until later (its concurrency, most likely; not a handler's pause) is
--- brought forward to now, and one worker is woken per such key (wakes: the wake list, nil
+-- key_freed ends job id's lease under its limit key lkey (ack, fail, hand back, reap): its
+-- slot is free at once. A key the ring holds back until later (its concurrency, most
+-- likely; not a handler's pause) is brought forward to now, and one worker is woken (wakes: the wake list, nil
 -- for none) to claim it; if its rate still holds it back, that claim puts it back at its
--- next token. Three calls for the whole batch, whatever its keys: the ZREM of the leases,
--- a ZMSCORE of the keys' places in the ring and, when some were held back, their ZADD.
-local function keys_freed(prefix, ended, now, wakes)
-  if #ended == 0 then return end
+-- next token.
+local function key_freed(prefix, lkey, id, now, wakes)
   local base = key_base(prefix)
-  local ring = base .. 'keys'
-  local members, keys, seen = {}, {}, {}
-  for i, e in ipairs(ended) do
-    members[i] = lease_member(e[1], e[3], e[2])
-    if not seen[e[1]] then
-      seen[e[1]] = true
-      keys[#keys + 1] = e[1]
-    end
+  redis.call('ZREM', base .. 'kactive:' .. lkey, id)
+  local at = tonumber(redis.call('ZSCORE', base .. 'keys', lkey))
+  -- Not a key a handler paused: it stays at the pause's end (handback.lua).
+  if at and at > now * 1000 and redis.call('EXISTS', base .. 'kpause:' .. lkey) == 0 then
+    redis.call('ZADD', base .. 'keys', now * 1000, lkey)
+    if wakes then wake(wakes, 1, 'r') end
   end
-  redis.call('ZREM', base .. 'kleases', unpack(members))
-  local at = redis.call('ZMSCORE', ring, unpack(keys))
-  local forward = {}
-  for i, k in ipairs(keys) do
-    local s = tonumber(at[i])
-    -- Not a key a handler paused: it stays at the pause's end (handback.lua).
-    if s and s > now * 1000 and redis.call('EXISTS', base .. 'kpause:' .. k) == 0 then
-      forward[#forward + 1] = now * 1000
-      forward[#forward + 1] = k
-    end
-  end
-  if #forward > 0 then
-    redis.call('ZADD', ring, unpack(forward))
-    if wakes then wake(wakes, #forward / 2, 'r') end
-  end
-end
-
--- lease_ends adds to ended (see keys_freed) the lease of job id under limit key lkey (nil
--- or '' for none), reading its deadline from active: call it before the job leaves active.
-local function lease_ends(ended, active, id, lkey)
-  if not lkey or lkey == '' then return end
-  local d = tonumber(redis.call('ZSCORE', active, id))
-  if d then ended[#ended + 1] = {lkey, id, d} end
 end
 
 -- rate_ahead is how far ahead (us) a claim may take a rate's next tokens: a job whose
@@ -338,26 +280,24 @@ end
 -- A key's leases are among the queue's (the same jobs, the same deadlines), so a key whose
 -- concurrency is above the queue's unexpired leases plus its share here cannot be full
 -- after this claim: its leases are not counted (one ZCOUNT or ZCARD of active for the
--- claim instead of a ZLEXCOUNT per key), and a limit that never binds costs no call per key.
+-- claim instead of a ZCOUNT per key), and a limit that never binds costs no call per key.
 local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, keyof)
   local fields = {'key'}
   for i, k in ipairs(due) do fields[i + 1] = 'key:' .. k end
   local specs = redis.call('HMGET', limit, unpack(fields))
   local default = key_spec(specs[1])
-  local leases = base .. 'kleases'
   local recs = {}
   for i, k in ipairs(due) do
     local left = want - #ids
     if left <= 0 then break end
     local sp = key_spec(specs[i + 1]) or default
-    local r = {key = k, list = base .. 'kready:' .. k, ids = {}, popped = 0}
+    local r = {key = k, list = base .. 'kready:' .. k, act = base .. 'kactive:' .. k, ids = {}, popped = 0}
     local room = math.ceil(left / (#due - i + 1))
     if sp and sp.conc > 0 then
       -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
       g.running = g.running or redis.call('ZCARD', active)
       if sp.conc - g.running <= room then
-        local lo, hi = key_unexpired(k, now)
-        r.free = sp.conc - redis.call('ZLEXCOUNT', leases, lo, hi)
+        r.free = sp.conc - redis.call('ZCOUNT', r.act, '(' .. now, '+inf')
         room = math.min(room, math.max(r.free, 0))
       end
     end
@@ -391,22 +331,17 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
 end
 
 -- key_claimed settles the keys pop_keyed took from: the leases of the jobs claimed
--- (r.ids) go into kleases, each key's rate's tat moves on by one tau a job, and each key
--- gets its next place in the ring: gone when it has no job left, else now (behind the
--- keys due before it), or later when a limit holds it back: its earliest lease deadline
--- (concurrency) or its next token (rate), whichever is later.
--- Calls for the whole claim, not per key: one ZADD of the leases, one EXISTS of the
--- lists that may have run dry (a key that gave less than it asked for has; one that gave
--- all may have: asked one by one only when the EXISTS says some did), one ZADD and one
--- ZREM of the ring.
-local function key_claimed(base, recs, deadline, now, now_us)
-  local ring, leases = base .. 'keys', base .. 'kleases'
-  local places, gone, added, maybe, lists = {}, {}, {}, {}, {}
+-- (r.ids) go into the key's lease set, its rate's tat moves on by one tau each, and the
+-- key gets its next place in the ring: gone when it has no job left, else now (behind
+-- the keys due before it), or later when a limit holds it back: its earliest lease
+-- deadline (concurrency) or its next token (rate), whichever is later. Which keys ran
+-- dry is one EXISTS of their lists, not an LLEN each: a key that gave less than it asked
+-- for has; one that gave all may have, asked one by one only when the EXISTS says some
+-- did.
+local function key_claimed(ring, recs, deadline, now, now_us)
+  -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
+  local places, gone, maybe, lists = {}, {}, {}, {}
   for _, r in ipairs(recs) do
-    for _, id in ipairs(r.ids) do
-      added[#added + 1] = 0
-      added[#added + 1] = lease_member(r.key, deadline, id)
-    end
     if r.room > 0 and r.popped < r.room then
       r.dry = true
     else
@@ -414,12 +349,16 @@ local function key_claimed(base, recs, deadline, now, now_us)
       lists[#lists + 1] = r.list
     end
   end
-  if #added > 0 then redis.call('ZADD', leases, unpack(added)) end
   if #lists > 0 and redis.call('EXISTS', unpack(lists)) < #lists then
     for _, r in ipairs(maybe) do r.dry = redis.call('EXISTS', r.list) == 0 end
   end
   for _, r in ipairs(recs) do
     local m = #r.ids
+    if m > 0 then
+      local z = {}
+      for _, id in ipairs(r.ids) do z[#z + 1] = deadline; z[#z + 1] = id end
+      redis.call('ZADD', r.act, unpack(z))
+    end
     local at = now_us
     if r.tau and m > 0 then
       local tat = r.base + m * r.tau
@@ -429,8 +368,8 @@ local function key_claimed(base, recs, deadline, now, now_us)
       gone[#gone + 1] = r.key
     else
       if r.free and r.free - m <= 0 then
-        local first = key_first_deadline(leases, r.key, now)
-        if first then at = math.max(at, (first + 1) * 1000) end
+        local first = redis.call('ZRANGEBYSCORE', r.act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+        if first[2] then at = math.max(at, (tonumber(first[2]) + 1) * 1000) end
       end
       if r.tau and r.tokens - m <= 0 then
         -- Due rate_ahead() before its next token, when a claim may take that token.
@@ -653,7 +592,7 @@ end
 -- gets one event in k.ev: done, or dead for a cancelled one (whose attempt is also recorded
 -- in its history; a done attempt needs no record, see add_attempt). k.freed is set to the
 -- number of jobs settled (slots freed, for wake_freed). A keyed job's slot under its key
--- is freed too (keys_freed, one batch for the call; k.wakes: the wake list).
+-- is freed too (key_freed; k.wakes: the wake list).
 local function ack_jobs(k, now, argv, from)
   local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
@@ -681,30 +620,17 @@ local function ack_jobs(k, now, argv, from)
   end
   k.freed = #finished -- slots freed, for wake_freed
   if #finished == 0 then return out end
-  -- The keyed jobs' lease deadlines, read before they leave active (one ZMSCORE).
-  local keyed, ended = {}, {}
-  for n, job in ipairs(held) do
-    if job[10] then keyed[#keyed + 1] = n end
-  end
-  if #keyed > 0 then
-    local ks = {}
-    for i, n in ipairs(keyed) do ks[i] = finished[n] end
-    local d = redis.call('ZMSCORE', k.active, unpack(ks))
-    for i, n in ipairs(keyed) do
-      if d[i] then ended[#ended + 1] = {held[n][10], finished[n], tonumber(d[i])} end
-    end
-  end
   -- The first write must free memory, not grow it: Redis at maxmemory (noeviction) refuses a
   -- script's deny-oom command (HSET, ZADD) only while the script has changed nothing, so
   -- removing the jobs from active first lets acks through when Redis is full (they free
   -- memory), instead of leaving the jobs to expire and burn their retries.
   redis.call('ZREM', k.active, unpack(finished))
-  keys_freed(prefix, ended, now, k.wakes)
   local kept, cancelled, linked = {}, 0, nil
   for n, id in ipairs(finished) do
     local key = prefix .. id
     local token = argv[at[n] + 1]
     local job = held[n]
+    if job[10] then key_freed(prefix, job[10], id, now, k.wakes) end
     if job[4] then
       local h = redis.call('HMGET', key, 'started_at', 'attempts')
       redis.call('HSET', key, 'last_error', 'cancelled by operator', 'attempts',
@@ -747,9 +673,9 @@ end
 -- tat; see limit.lua), active its lease ZSET; now in ms and us (the same TIME). Returns g:
 -- g.n the jobs allowed; g.why 1 when the concurrency limit cut n, 2 when the rate did
 -- (nil: neither); with a concurrency limit, g.running (the unexpired leases) and g.free
--- (the slots left: limit - running); and, with a rate, g.tau (us between tokens),
--- g.burst, g.base (the GCRA's theoretical arrival time, never before now). An unlimited
--- queue costs one HMGET of a missing key.
+-- (the slots left: limit - running); and, with a rate, g.tau (us between tokens), g.burst, g.base (the GCRA's
+-- theoretical arrival time, never before now). An unlimited queue costs one HMGET of a
+-- missing key.
 -- Concurrency counts unexpired leases (ZCOUNT of deadlines after now), never a counter: a
 -- dead worker's slots come back at its lease deadline, with nothing to repair or drift.
 -- Rate is GCRA (the generic cell rate algorithm): one stored time, tat; a start is allowed
@@ -901,7 +827,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     end
   end
   if #leased > 0 then redis.call('ZADD', active, unpack(leased)) end
-  if recs then key_claimed(base, recs, deadline, now, now_us) end
+  if recs then key_claimed(ring, recs, deadline, now, now_us) end
   limit_take(limit, g, #out)
   if #ids < g.n then
     g.why = nil -- ready and the due keys ran dry before the queue's limit was met

@@ -6,8 +6,8 @@
 --                               (limit.lua)
 -- KEYS[2]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- Keys     named from KEYS[2]'s ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
---          (ZSET, the ring of keys with ready jobs), jobs:{q}:kleases (ZSET, the keyed
---          jobs' leases, by key), and of each key K reported, jobs:{q}:ktat:K (STRING)
+--          (ZSET, the ring of keys with ready jobs), and of each key K reported,
+--          jobs:{q}:kactive:K (ZSET) and jobs:{q}:ktat:K (STRING)
 -- ARGV[]   limit keys to report besides those below (a job's key, for `jobs inspect`)
 -- Returns  {now_ms, concurrency, rate, period_ms, burst, tat_us, running, first_deadline_ms,
 --          key_default, keys_waiting, key, key...}: a missing limit or tat is 0; running
@@ -51,11 +51,11 @@ for _, k in ipairs(redis.call('ZRANGE', ring, 0, 19)) do
     order[#order + 1] = k
   end
 end
-local leases = base .. 'kleases'
 for _, k in ipairs(order) do
-  local lo, hi = key_unexpired(k, now)
+  local act = base .. 'kactive:' .. k
+  local f = redis.call('ZRANGEBYSCORE', act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local due = redis.call('ZSCORE', ring, k)
-  out[#out + 1] = {k, own[k] or '', redis.call('ZLEXCOUNT', leases, lo, hi), key_first_deadline(leases, k, now) or 0,
+  out[#out + 1] = {k, own[k] or '', redis.call('ZCOUNT', act, '(' .. now, '+inf'), tonumber(f[2]) or 0,
     redis.call('GET', base .. 'ktat:' .. k) or '0', tonumber(due) or -1}
 end
 return out

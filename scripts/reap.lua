@@ -18,10 +18,6 @@
 -- KEYS[7]  jobs:{q}:outbox      HASH  read (EXISTS): resolutions for other slots waiting
 --                               for a worker to deliver them (see queue/outbox.go); a
 --                               reaped job that dies may add some (lib.lua's follow)
--- Keys     of keyed jobs (named from ARGV[1], see lib.lua): jobs:{q}:kleases (their
---          leases removed), jobs:{q}:keys (a key held back brought forward: keys_freed;
---          a key whose job is made ready joins it), jobs:{q}:kpause:K (read), and
---          jobs:{q}:kready:K (LIST: a job made ready goes to its head)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
 -- ARGV[3]  limit                most jobs reaped in this call
@@ -41,16 +37,14 @@ local prefix, stats, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, dead_max, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local ev = event_buf(events, maxlen)
 local now = now_ms()
-local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-local n_ready, n, kfreed = 0, 0, {}
-for i = 1, #expired, 2 do
-  local id = expired[i]
-  n = n + 1
+local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
+local n_ready = 0
+for _, id in ipairs(expired) do
   redis.call('ZREM', active, id)
   local key = prefix .. id
   local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'worker', 'cancel', 'type', 'started_at',
     'attempts', 'limit_key')
-  if job[8] then kfreed[#kfreed + 1] = {job[8], id, tonumber(expired[i + 1])} end
+  if job[8] then key_freed(prefix, job[8], id, now, wakes) end
   if job[1] then
     local err = 'lease expired: worker ' .. (job[3] or '?') .. ' stopped renewing it (crashed or cut off)'
     redis.call('HSET', key, 'last_error', err,
@@ -67,10 +61,9 @@ for i = 1, #expired, 2 do
     end
   end
 end
-keys_freed(prefix, kfreed, now, wakes)
 wake(wakes, n_ready, 'r')
-wake_freed(KEYS[6], active, ready, wakes, n - n_ready, 0, now)
+wake_freed(KEYS[6], active, ready, wakes, #expired - n_ready, 0, now)
 write_events(ev)
-count(stats, 'processed', now, n)
-count(stats, 'failed', now, n)
-return {n, redis.call('EXISTS', KEYS[7])}
+count(stats, 'processed', now, #expired)
+count(stats, 'failed', now, #expired)
+return {#expired, redis.call('EXISTS', KEYS[7])}
