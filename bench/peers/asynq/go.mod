@@ -17,3 +17,8 @@ require (
 	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
+
+// harness is the package the Go harnesses share, next to this one in the repository.
+require github.com/jobs-dev/jobs/bench/peers/harness v0.0.0
+
+replace github.com/jobs-dev/jobs/bench/peers/harness => ../harness

@@ -46,6 +46,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/bench/peers/harness"
 )
 
 const (
@@ -110,7 +112,7 @@ type bench struct {
 	body []byte
 }
 
-func (b *bench) run(ctx context.Context, mode string) (record, error) {
+func (b *bench) run(ctx context.Context, mode string) (harness.Record, error) {
 	switch mode {
 	case "enqueue":
 		return b.enqueue(ctx)
@@ -125,22 +127,28 @@ func (b *bench) run(ctx context.Context, mode string) (record, error) {
 	}
 }
 
-func (b *bench) enqueue(ctx context.Context) (record, error) {
+func (b *bench) enqueue(ctx context.Context) (harness.Record, error) {
 	if _, err := b.cl.EnqueueContext(ctx, asynq.NewTask(jobType, b.body)); err != nil {
-		return record{}, fmt.Errorf("warm-up enqueue: %w", err)
+		return harness.Record{}, fmt.Errorf("warm-up enqueue: %w", err)
 	}
+	return b.enqueueTimed(ctx)
+}
+
+// enqueueTimed times N Enqueue calls from C goroutines: jobs_per_s, and the percentiles
+// of each call's duration.
+func (b *bench) enqueueTimed(ctx context.Context) (harness.Record, error) {
 	took := make([]time.Duration, b.n)
 	start := time.Now()
-	err := parallel(b.c, b.n, func(i int) error {
+	err := harness.Parallel(b.c, b.n, func(i int) error {
 		t0 := time.Now()
 		_, err := b.cl.EnqueueContext(ctx, asynq.NewTask(jobType, b.body))
 		took[i] = time.Since(t0)
 		return err
 	})
 	if err != nil {
-		return record{}, fmt.Errorf("enqueue: %w", err)
+		return harness.Record{}, fmt.Errorf("enqueue: %w", err)
 	}
-	return summary(b.n, time.Since(start), took), nil
+	return harness.Summary(b.n, time.Since(start), took), nil
 }
 
 // server starts an asynq server of concurrency c whose handler calls fn with the job and
@@ -158,13 +166,13 @@ func (b *bench) server(fn func(t *asynq.Task, at time.Time)) (stop func(), err e
 	return srv.Shutdown, nil
 }
 
-func (b *bench) process(ctx context.Context) (record, error) {
-	err := parallel(prefillers, b.n, func(int) error {
+func (b *bench) process(ctx context.Context) (harness.Record, error) {
+	err := harness.Parallel(prefillers, b.n, func(int) error {
 		_, err := b.cl.EnqueueContext(ctx, asynq.NewTask(jobType, b.body))
 		return err
 	})
 	if err != nil {
-		return record{}, fmt.Errorf("enqueue: %w", err)
+		return harness.Record{}, fmt.Errorf("enqueue: %w", err)
 	}
 	var (
 		started atomic.Int64
@@ -185,18 +193,18 @@ func (b *bench) process(ctx context.Context) (record, error) {
 		}
 	})
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	err = waitFor(all, ended.Load)
 	elapsed := time.Since(start)
 	stop()
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
-	return summary(b.n, elapsed, took), nil
+	return harness.Summary(b.n, elapsed, took), nil
 }
 
-func (b *bench) latency(ctx context.Context) (record, error) {
+func (b *bench) latency(ctx context.Context) (harness.Record, error) {
 	starts := make(chan time.Time, 64)
 	stop, err := b.server(func(_ *asynq.Task, at time.Time) {
 		select {
@@ -205,7 +213,7 @@ func (b *bench) latency(ctx context.Context) (record, error) {
 		}
 	})
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	defer stop()
 	time.Sleep(serverStart) // asynq's server has no ready signal
@@ -214,19 +222,19 @@ func (b *bench) latency(ctx context.Context) (record, error) {
 		time.Sleep(latencyIdle)
 		t0 := time.Now()
 		if _, err := b.cl.EnqueueContext(ctx, asynq.NewTask(jobType, nil)); err != nil {
-			return record{}, fmt.Errorf("enqueue: %w", err)
+			return harness.Record{}, fmt.Errorf("enqueue: %w", err)
 		}
 		select {
 		case at := <-starts:
 			took = append(took, at.Sub(t0))
 		case <-time.After(stallTimeout):
-			return record{}, fmt.Errorf("a job did not start within %s", stallTimeout)
+			return harness.Record{}, fmt.Errorf("a job did not start within %s", stallTimeout)
 		}
 	}
-	return summary(0, 0, took), nil
+	return harness.Summary(0, 0, took), nil
 }
 
-func (b *bench) delay(ctx context.Context) (record, error) {
+func (b *bench) delay(ctx context.Context) (harness.Record, error) {
 	var (
 		mu   sync.Mutex
 		late = make([]time.Duration, 0, b.n)
@@ -246,44 +254,36 @@ func (b *bench) delay(ctx context.Context) (record, error) {
 		}
 	})
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	defer stop()
 	for i := range b.n {
 		due := time.Now().Add(time.Second + time.Duration(i%20)*100*time.Millisecond)
 		task := asynq.NewTask(jobType, []byte(strconv.FormatInt(due.UnixNano(), 10)))
 		if _, err := b.cl.EnqueueContext(ctx, task, asynq.ProcessAt(due)); err != nil {
-			return record{}, fmt.Errorf("enqueue: %w", err)
+			return harness.Record{}, fmt.Errorf("enqueue: %w", err)
 		}
 	}
 	if err := waitFor(all, seen.Load); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return summary(0, 0, late), nil
+	return harness.Summary(0, 0, late), nil
 }
 
-func (b *bench) memory(ctx context.Context) (record, error) {
+func (b *bench) memory(ctx context.Context) (harness.Record, error) {
 	before, err := usedMemory(ctx, b.rdb)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
-	took := make([]time.Duration, b.n)
-	start := time.Now()
-	err = parallel(b.c, b.n, func(i int) error {
-		t0 := time.Now()
-		_, err := b.cl.EnqueueContext(ctx, asynq.NewTask(jobType, b.body))
-		took[i] = time.Since(t0)
-		return err
-	})
+	out, err := b.enqueueTimed(ctx)
 	if err != nil {
-		return record{}, fmt.Errorf("enqueue: %w", err)
+		return harness.Record{}, err
 	}
-	out := summary(b.n, time.Since(start), took)
 	after, err := usedMemory(ctx, b.rdb)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	out.BytesPerJob = math.Round(float64(after-before)/float64(b.n)*10) / 10
 	return out, nil
@@ -320,68 +320,4 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 		}
 	}
 	return 0, errors.New("INFO memory has no used_memory field")
-}
-
-// parallel runs fn for 0..tasks-1 on up to workers goroutines; the first error stops them.
-func parallel(workers, tasks int, fn func(i int) error) error {
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-		bad   atomic.Bool
-	)
-	for range max(min(workers, tasks), 1) {
-		wg.Go(func() {
-			for !bad.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= tasks {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					bad.Store(true)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
-
-// record is one run's JSON line, field for field jobs' bench.Record.
-type record struct {
-	System      string  `json:"system"`
-	Mode        string  `json:"mode"`
-	N           int     `json:"n"`
-	C           int     `json:"c"`
-	JobsPerS    float64 `json:"jobs_per_s"`
-	P50Ms       float64 `json:"p50_ms"`
-	P99Ms       float64 `json:"p99_ms"`
-	MaxMs       float64 `json:"max_ms"`
-	BytesPerJob float64 `json:"bytes_per_job,omitempty"`
-}
-
-// summary is jobs' internal/bench summary: jobs_per_s = n / elapsed (0: none), and
-// nearest-rank percentiles of the samples, in ms rounded to the µs.
-func summary(n int, elapsed time.Duration, samples []time.Duration) record {
-	var r record
-	if elapsed > 0 {
-		r.JobsPerS = math.Round(float64(n)/elapsed.Seconds()*10) / 10
-	}
-	slices.Sort(samples)
-	pct := func(p float64) time.Duration {
-		if len(samples) == 0 {
-			return 0
-		}
-		rank := int(math.Ceil(p / 100 * float64(len(samples))))
-		return samples[min(max(rank, 1), len(samples))-1]
-	}
-	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
-	r.P50Ms, r.P99Ms = ms(pct(50)), ms(pct(99))
-	if len(samples) > 0 {
-		r.MaxMs = ms(samples[len(samples)-1])
-	}
-	return r
 }

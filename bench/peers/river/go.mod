@@ -22,3 +22,8 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+// harness is the package the Go harnesses share, next to this one in the repository.
+require github.com/jobs-dev/jobs/bench/peers/harness v0.0.0
+
+replace github.com/jobs-dev/jobs/bench/peers/harness => ../harness

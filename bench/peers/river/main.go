@@ -57,6 +57,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/jobs-dev/jobs/bench/peers/harness"
 )
 
 const (
@@ -171,7 +173,7 @@ func warmPool(ctx context.Context, pool *pgxpool.Pool, c int) error {
 	return nil
 }
 
-func (b *bench) run(ctx context.Context) (record, error) {
+func (b *bench) run(ctx context.Context) (harness.Record, error) {
 	switch b.mode {
 	case "enqueue":
 		return b.enqueue(ctx)
@@ -202,52 +204,52 @@ func (b *bench) client(work river.Worker[benchArgs], c int) (*river.Client[pgx.T
 	return river.NewClient(b.driver, cfg)
 }
 
-func (b *bench) enqueue(ctx context.Context) (record, error) {
+func (b *bench) enqueue(ctx context.Context) (harness.Record, error) {
 	cl, err := b.client(nil, 0)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	if _, err := cl.Insert(ctx, benchArgs{W: true}, nil); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	took := make([]time.Duration, b.n)
 	start := time.Now()
-	err = parallel(b.c, b.n, func(i int) error {
+	err = harness.Parallel(b.c, b.n, func(i int) error {
 		t0 := time.Now()
 		_, err := cl.Insert(ctx, benchArgs{P: b.payload}, nil)
 		took[i] = time.Since(t0)
 		return err
 	})
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
-	return summary(b.n, time.Since(start), took), nil
+	return harness.Summary(b.n, time.Since(start), took), nil
 }
 
-func (b *bench) enqueueBatch(ctx context.Context) (record, error) {
+func (b *bench) enqueueBatch(ctx context.Context) (harness.Record, error) {
 	cl, err := b.client(nil, 0)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	if _, err := cl.Insert(ctx, benchArgs{W: true}, nil); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	var before int64
 	if b.mode == "memory" {
 		if before, err = b.relationSize(ctx); err != nil {
-			return record{}, err
+			return harness.Record{}, err
 		}
 	}
 	start := time.Now()
 	took, err := b.insertBatches(ctx, cl, b.n, b.c, nil)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
-	out := summary(b.n, time.Since(start), took)
+	out := harness.Summary(b.n, time.Since(start), took)
 	if b.mode == "memory" {
 		after, err := b.relationSize(ctx)
 		if err != nil {
-			return record{}, err
+			return harness.Record{}, err
 		}
 		out.BytesPerJob = math.Round(float64(after-before)/float64(b.n)*10) / 10
 	}
@@ -267,7 +269,7 @@ func (b *bench) insertBatches(ctx context.Context, cl *river.Client[pgx.Tx], n, 
 	opts func() *river.InsertOpts) ([]time.Duration, error) {
 	batches := (n + batchSize - 1) / batchSize
 	took := make([]time.Duration, batches)
-	err := parallel(workers, batches, func(k int) error {
+	err := harness.Parallel(workers, batches, func(k int) error {
 		params := make([]river.InsertManyParams, min(batchSize, n-k*batchSize))
 		for i := range params {
 			params[i].Args = benchArgs{P: b.payload}
@@ -288,13 +290,13 @@ func (b *bench) insertBatches(ctx context.Context, cl *river.Client[pgx.Tx], n, 
 	return took, err
 }
 
-func (b *bench) process(ctx context.Context) (record, error) {
+func (b *bench) process(ctx context.Context) (harness.Record, error) {
 	ins, err := b.client(nil, 0)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	if _, err := b.insertBatches(ctx, ins, b.n, min(b.c, 16), nil); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	var (
 		started atomic.Int64
@@ -309,21 +311,21 @@ func (b *bench) process(ctx context.Context) (record, error) {
 		return nil
 	}), b.c)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	events, cancel := cl.SubscribeConfig(&river.SubscribeConfig{ChanSize: b.n + 1000,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled}})
 	defer cancel()
 	start = time.Now()
 	if err := cl.Start(ctx); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	err = waitEvents(events, b.n, nil)
 	elapsed := time.Since(start)
 	if err = errors.Join(err, cl.Stop(ctx)); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
-	return summary(b.n, elapsed, took), nil
+	return harness.Summary(b.n, elapsed, took), nil
 }
 
 // waitEvents reads n completion events (a failed or cancelled job is an error), calling
@@ -351,7 +353,7 @@ func waitEvents(events <-chan *river.Event, n int, each func(id int64)) error {
 	return nil
 }
 
-func (b *bench) latency(ctx context.Context) (record, error) {
+func (b *bench) latency(ctx context.Context) (harness.Record, error) {
 	type startEvent struct {
 		id int64
 		at time.Time
@@ -371,17 +373,11 @@ func (b *bench) latency(ctx context.Context) (record, error) {
 		return nil
 	}), b.c)
 	if err != nil {
-		return record{}, err
-	}
-	if err := cl.Start(ctx); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	defer cl.Stop(ctx)
-	if _, err := cl.Insert(ctx, benchArgs{W: true}, nil); err != nil {
-		return record{}, err
-	}
-	if err := waitOr(warm, "the warm-up job"); err != nil {
-		return record{}, err
+	if err := startWarm(ctx, cl, warm); err != nil {
+		return harness.Record{}, err
 	}
 	took := make([]time.Duration, 0, b.n)
 	for range b.n {
@@ -389,7 +385,7 @@ func (b *bench) latency(ctx context.Context) (record, error) {
 		t0 := time.Now()
 		res, err := cl.Insert(ctx, benchArgs{P: b.payload}, nil)
 		if err != nil {
-			return record{}, err
+			return harness.Record{}, err
 		}
 		stall := time.After(stallTimeout)
 	wait:
@@ -401,14 +397,14 @@ func (b *bench) latency(ctx context.Context) (record, error) {
 					break wait
 				}
 			case <-stall:
-				return record{}, fmt.Errorf("job %d did not start within %s", res.Job.ID, stallTimeout)
+				return harness.Record{}, fmt.Errorf("job %d did not start within %s", res.Job.ID, stallTimeout)
 			}
 		}
 	}
-	return summary(0, 0, took), cl.Stop(ctx)
+	return harness.Summary(0, 0, took), cl.Stop(ctx)
 }
 
-func (b *bench) delay(ctx context.Context) (record, error) {
+func (b *bench) delay(ctx context.Context) (harness.Record, error) {
 	var (
 		mu   sync.Mutex
 		late = make([]time.Duration, 0, b.n)
@@ -426,23 +422,17 @@ func (b *bench) delay(ctx context.Context) (record, error) {
 		return nil
 	}), b.c)
 	if err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	events, cancel := cl.SubscribeConfig(&river.SubscribeConfig{ChanSize: b.n + 1000,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled}})
 	defer cancel()
-	if err := cl.Start(ctx); err != nil {
-		return record{}, err
-	}
 	defer cl.Stop(ctx)
-	if _, err := cl.Insert(ctx, benchArgs{W: true}, nil); err != nil {
-		return record{}, err
-	}
-	if err := waitOr(warm, "the warm-up job"); err != nil {
-		return record{}, err
+	if err := startWarm(ctx, cl, warm); err != nil {
+		return harness.Record{}, err
 	}
 	if err := waitEvents(events, 1, nil); err != nil { // the warm-up's completion
-		return record{}, err
+		return harness.Record{}, err
 	}
 	// River makes scheduled jobs available only when its scheduler runs (every 5 s, with a
 	// 5 s look-ahead), so how late a job starts depends on when it was inserted in that
@@ -459,86 +449,30 @@ func (b *bench) delay(ctx context.Context) (record, error) {
 				InsertOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(time.Second + rand.N(2*time.Second))}}
 		}
 		if _, err := cl.InsertMany(ctx, params); err != nil {
-			return record{}, err
+			return harness.Record{}, err
 		}
 	}
 	if err := waitEvents(events, b.n, nil); err != nil {
-		return record{}, err
+		return harness.Record{}, err
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return summary(0, 0, late), cl.Stop(ctx)
+	return harness.Summary(0, 0, late), cl.Stop(ctx)
 }
 
-func waitOr(ch <-chan struct{}, what string) error {
+// startWarm starts cl and waits until a warm-up job (W set) has run, which the worker
+// reports on warm: nothing is timed before the client has fetched and worked once.
+func startWarm(ctx context.Context, cl *river.Client[pgx.Tx], warm <-chan struct{}) error {
+	if err := cl.Start(ctx); err != nil {
+		return err
+	}
+	if _, err := cl.Insert(ctx, benchArgs{W: true}, nil); err != nil {
+		return err
+	}
 	select {
-	case <-ch:
+	case <-warm:
 		return nil
 	case <-time.After(stallTimeout):
-		return fmt.Errorf("%s did not run within %s", what, stallTimeout)
+		return fmt.Errorf("the warm-up job did not run within %s", stallTimeout)
 	}
-}
-
-// parallel runs fn for 0..tasks-1 on up to workers goroutines; the first error stops them.
-func parallel(workers, tasks int, fn func(i int) error) error {
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-		bad   atomic.Bool
-	)
-	for range max(min(workers, tasks), 1) {
-		wg.Go(func() {
-			for !bad.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= tasks {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					bad.Store(true)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
-
-// record is one run's JSON line, field for field jobs' bench.Record.
-type record struct {
-	System      string  `json:"system"`
-	Mode        string  `json:"mode"`
-	N           int     `json:"n"`
-	C           int     `json:"c"`
-	JobsPerS    float64 `json:"jobs_per_s"`
-	P50Ms       float64 `json:"p50_ms"`
-	P99Ms       float64 `json:"p99_ms"`
-	MaxMs       float64 `json:"max_ms"`
-	BytesPerJob float64 `json:"bytes_per_job,omitempty"`
-}
-
-// summary is jobs' internal/bench summary: jobs_per_s = n / elapsed (0: none), and
-// nearest-rank percentiles of the samples, in ms rounded to the µs.
-func summary(n int, elapsed time.Duration, samples []time.Duration) record {
-	var r record
-	if elapsed > 0 {
-		r.JobsPerS = math.Round(float64(n)/elapsed.Seconds()*10) / 10
-	}
-	slices.Sort(samples)
-	pct := func(p float64) time.Duration {
-		if len(samples) == 0 {
-			return 0
-		}
-		rank := int(math.Ceil(p / 100 * float64(len(samples))))
-		return samples[min(max(rank, 1), len(samples))-1]
-	}
-	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
-	r.P50Ms, r.P99Ms = ms(pct(50)), ms(pct(99))
-	if len(samples) > 0 {
-		r.MaxMs = ms(samples[len(samples)-1])
-	}
-	return r
 }
