@@ -529,7 +529,7 @@ end
 -- active to done, or to dead if an operator cancelled it meanwhile (its hash has cancel):
 -- a cancel is final whatever the handler did, as on every other path (fail, handback,
 -- reap). k holds the keys and settings: active, done, dead (keys), prefix, stats (key
--- prefixes), retention, done_max, dead_retention, dead_max, and ev, the call's events
+-- prefixes), retention (and retention_s, the same as given: a string), done_max, dead_retention, dead_max, and ev, the call's events
 -- buffer (see event_buf; the caller writes it). argv[from], argv[from+1],
 -- argv[from+2], ... are groups of id, lease token, result. A done job keeps its hash for
 -- retention ms (<= 0: deleted at once) in the done set, trimmed to done_max; a cancelled
@@ -573,7 +573,7 @@ local function ack_jobs(k, now, argv, from)
   -- removing the jobs from active first lets acks through when Redis is full (they free
   -- memory), instead of leaving the jobs to expire and burn their retries.
   redis.call('ZREM', k.active, unpack(finished))
-  local kept, cancelled, linked = {}, 0, nil
+  local kept, cancelled, linked, now_s = {}, 0, nil, string.format('%d', now)
   for n, id in ipairs(finished) do
     local key = prefix .. id
     local token = argv[at[n] + 1]
@@ -598,10 +598,10 @@ local function ack_jobs(k, now, argv, from)
       if k.retention <= 0 then
         redis.call('DEL', key)
       else
-        redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', argv[at[n] + 2], 'lease',
+        redis.call('HSET', key, 'state', 'done', 'finished_at', now_s, 'result', argv[at[n] + 2], 'lease',
           ended_lease('done', token))
-        redis.call('PEXPIRE', key, k.retention)
-        kept[#kept + 1] = now
+        redis.call('PEXPIRE', key, k.retention_s)
+        kept[#kept + 1] = now_s
         kept[#kept + 1] = id
       end
     end
