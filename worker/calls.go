@@ -54,12 +54,12 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	for i, r := range acks {
 		fin[i], results[i] = r.job, r.result
 	}
-	go func() {
+	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		acked, jobs, lim, err := l.w.broker.AckClaimLimited(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
 		cancel()
 		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err) })
-	}()
+	})
 }
 
 // exchanged takes an AckClaim reply.
@@ -162,7 +162,7 @@ func (l *loop) beat(q *queueState, runs []*run, now time.Time) {
 		jobs[i] = r.job
 	}
 	progress := l.takeProgress(runs, now, false)
-	go func() {
+	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/4, reportTimeout))
 		lost, cancelled, err := l.w.broker.HeartbeatProgress(ctx, q.name, l.cfg.Lease, jobs, progress)
 		cancel()
@@ -170,7 +170,7 @@ func (l *loop) beat(q *queueState, runs []*run, now time.Time) {
 			l.progressAnswered(runs, progress, err, time.Now())
 			l.beaten(q, runs, now, lost, cancelled, err)
 		})
-	}()
+	})
 }
 
 // beaten takes a heartbeat's reply.
@@ -224,7 +224,7 @@ func (l *loop) maintain(q *queueState, now time.Time) {
 	}
 	q.maintaining = true
 	l.calls++
-	go func() {
+	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		defer cancel()
 		var reaped, moved int
@@ -238,7 +238,7 @@ func (l *loop) maintain(q *queueState, now time.Time) {
 			moved, next, err = l.w.broker.Promote(ctx, q.name)
 		}
 		l.postEvent(func() { l.maintained(q, reap, promote, reaped, moved, next, err) })
-	}()
+	})
 }
 
 func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, next time.Duration, err error) {
@@ -290,10 +290,10 @@ func (l *loop) wait(now time.Time) {
 		return
 	}
 	l.waiting = true
-	go func() {
+	l.callers.spawn(func() {
 		q, token, err := l.w.broker.Wait(l.bg, names, proto.MaxWait)
 		l.wakes <- wakeup{queue: q, token: token, err: err, on: on} // buffered 1: never blocks
-	}()
+	})
 }
 
 // passOn pushes back, on a goroutine of its own, a wake token this worker popped but will
