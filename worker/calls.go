@@ -20,6 +20,13 @@ import (
 // worker that is shutting down must still report the jobs it finished.
 const reportTimeout = 10 * time.Second
 
+// mark tells the benchmarks' trace (Worker.trace) that p happened now.
+func (l *loop) mark(p tracePoint) {
+	if t := l.w.trace; t != nil {
+		t(p, time.Now())
+	}
+}
+
 // postEvent hands f to the loop; after the loop has exited it is dropped.
 func (l *loop) postEvent(f func()) {
 	select {
@@ -56,7 +63,13 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	}
 	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
+		if n > 0 {
+			l.mark(traceClaim)
+		}
 		acked, jobs, lim, err := l.w.broker.AckClaimLimited(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
+		if n > 0 {
+			l.mark(traceClaimed)
+		}
 		cancel()
 		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err) })
 	})
@@ -292,6 +305,9 @@ func (l *loop) wait(now time.Time) {
 	l.waiting = true
 	l.callers.spawn(func() {
 		q, token, err := l.w.broker.Wait(l.bg, names, proto.MaxWait)
+		if token != "" {
+			l.mark(traceWoken)
+		}
 		l.wakes <- wakeup{queue: q, token: token, err: err, on: on} // buffered 1: never blocks
 	})
 }
