@@ -6,14 +6,17 @@
 // and EnqueueBatch, worker.Worker with a Handler), so what it measures is what an
 // application gets.
 //
-// Each Run works on a queue of its own ("bench-<mode>-<random>", or Options.Queues of them,
-// "bench-<mode>-<random>-<i>") under the given prefix, so runs never see each other's
-// jobs. It leaves no job behind: jobs it enqueued but did not process are drained by a
-// worker before Run returns, its backlog is purged, and its workers delete done jobs at
-// once (queue.Config.DoneRetention < 0). What stays is each queue's name in the prefix's
-// set of queues, at most a few wake tokens and each queue's event stream (capped at about
-// queue.Config.Events entries): run it under a prefix of its own (or flush that Redis) to
-// leave nothing at all. A run interrupted by its context does not drain.
+// Each Run works on a queue of its own ("bench-" and 5 random characters, or
+// Options.Queues of them, that name and "-<i>") under the given prefix, so runs never see
+// each other's jobs. The name is as short as the peers' ("bench" in BullMQ's harness,
+// "default" in asynq's): it is in every job's key, so a longer one would add its length to
+// the bytes per job. It leaves no job behind: jobs it enqueued but did not process are
+// drained by a worker before Run returns, its backlog is purged, and its workers delete
+// done jobs at once (queue.Config.DoneRetention < 0). What stays is each queue's name in
+// the prefix's set of queues, at most a few wake tokens and each queue's event stream
+// (capped at about queue.Config.Events entries): run it under a prefix of its own (or
+// flush that Redis) to leave nothing at all. A run interrupted by its context does not
+// drain.
 package bench
 
 import (
@@ -154,7 +157,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 	b := &bench{
 		o:       o,
 		client:  client,
-		queues:  queueNames("bench-"+o.Mode+"-"+strconv.FormatUint(rand.Uint64(), 36), o.Queues),
+		queues:  queueNames("bench-"+strconv.FormatUint(rand.Uint64N(36*36*36*36*36), 36), o.Queues),
 		payload: make([]byte, o.Payload),
 		prog:    newProgress(o.Progress, o.Mode),
 	}
