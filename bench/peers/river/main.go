@@ -313,8 +313,7 @@ func (b *bench) process(ctx context.Context) (harness.Record, error) {
 	if err != nil {
 		return harness.Record{}, err
 	}
-	events, cancel := cl.SubscribeConfig(&river.SubscribeConfig{ChanSize: b.n + 1000,
-		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled}})
+	events, cancel := b.subscribe(cl)
 	defer cancel()
 	start = time.Now()
 	if err := cl.Start(ctx); err != nil {
@@ -326,6 +325,13 @@ func (b *bench) process(ctx context.Context) (harness.Record, error) {
 		return harness.Record{}, err
 	}
 	return harness.Summary(b.n, elapsed, took), nil
+}
+
+// subscribe returns cl's job completions, failures and cancellations, with room for every
+// job of the run and more, so that River never drops one for a slow reader.
+func (b *bench) subscribe(cl *river.Client[pgx.Tx]) (<-chan *river.Event, func()) {
+	return cl.SubscribeConfig(&river.SubscribeConfig{ChanSize: b.n + 1000,
+		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled}})
 }
 
 // waitEvents reads n completion events (a failed or cancelled job is an error), calling
@@ -424,8 +430,7 @@ func (b *bench) delay(ctx context.Context) (harness.Record, error) {
 	if err != nil {
 		return harness.Record{}, err
 	}
-	events, cancel := cl.SubscribeConfig(&river.SubscribeConfig{ChanSize: b.n + 1000,
-		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled}})
+	events, cancel := b.subscribe(cl)
 	defer cancel()
 	defer cl.Stop(ctx)
 	if err := startWarm(ctx, cl, warm); err != nil {

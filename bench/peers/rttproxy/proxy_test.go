@@ -80,18 +80,30 @@ func medianRTT(t *testing.T, c net.Conn, n int) time.Duration {
 
 // TestRoundTrip: a round trip through a proxy with delay d each way costs about 2d more,
 // never less, and not the whole milliseconds Go's timers would round a sub-millisecond
-// sleep up to. The upper margin, 1 ms, is generous for a loaded machine (CI runs other
-// suites beside this one) and still fails a proxy that rounds: with 250µs each way that
-// one would add 2 ms or more, not 0.5 ms.
+// sleep up to. Never less holds on every try. The upper margin, 1 ms over the direct round
+// trip measured just before, still fails a proxy that rounds (with 250µs each way that one
+// adds 2 ms or more, not 0.5 ms); a loaded machine (CI runs other suites beside this one)
+// can push one try's median past it, so the test takes the best of three.
 func TestRoundTrip(t *testing.T) {
 	echo := echoServer(t)
-	base := medianRTT(t, dial(t, echo), 200)
+	direct := dial(t, echo)
 	for _, delay := range []time.Duration{250 * time.Microsecond, 500 * time.Microsecond, 2 * time.Millisecond} {
-		got := medianRTT(t, dial(t, startProxy(t, echo, delay)), 200)
-		extra := got - base
-		t.Logf("delay %v each way: median round trip %v, direct %v, extra %v (want %v)", delay, got, base, extra, 2*delay)
-		if extra < 2*delay-50*time.Microsecond || extra > 2*delay+time.Millisecond {
-			t.Errorf("delay %v: extra round trip %v, want about %v", delay, extra, 2*delay)
+		proxied := dial(t, startProxy(t, echo, delay))
+		var extra time.Duration
+		for try := 1; try <= 3; try++ {
+			base, got := medianRTT(t, direct, 200), medianRTT(t, proxied, 200)
+			extra = got - base
+			t.Logf("delay %v each way, try %d: median round trip %v, direct %v, extra %v (want %v)",
+				delay, try, got, base, extra, 2*delay)
+			if got < 2*delay-50*time.Microsecond {
+				t.Errorf("delay %v: median round trip %v, shorter than the delay both ways", delay, got)
+			}
+			if extra <= 2*delay+time.Millisecond {
+				break
+			}
+		}
+		if extra > 2*delay+time.Millisecond {
+			t.Errorf("delay %v: extra round trip %v in the best of three tries, want about %v", delay, extra, 2*delay)
 		}
 	}
 }
@@ -119,7 +131,9 @@ func TestStreaming(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("echoed bytes differ from those sent")
 	}
-	if took > time.Second {
+	// Serialised, the writes would take writes x 2 x delay, 20 s; 5 s leaves a loaded
+	// machine (with -race) room and still tells the two apart.
+	if took > 5*time.Second {
 		t.Errorf("took %v: writes serialised (%d x %v would be %v)", took, writes, 2*delay, writes*2*delay)
 	}
 }
