@@ -90,12 +90,8 @@ func (c *Client) keyedPage(ctx context.Context, qk queueKeys, at *ringPos, limit
 		}
 		return nil, "", nil
 	}
-	pipe := c.rdb.Pipeline()
-	lens := make([]*redis.IntCmd, len(zs))
-	for i, z := range zs {
-		lens[i] = pipe.LLen(ctx, qk.kready(z.Member.(string)))
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	lens, err := c.keyLens(ctx, qk, zMembers(zs))
+	if err != nil {
 		return nil, "", err
 	}
 	type take struct {
@@ -109,7 +105,7 @@ func (c *Client) keyedPage(ctx context.Context, qk queueKeys, at *ringPos, limit
 		if i == 0 {
 			off = first
 		}
-		avail := lens[i].Val() - off
+		avail := lens[i] - off
 		if avail <= 0 {
 			continue // emptied since the ring was read, or read to its end
 		}
@@ -128,7 +124,7 @@ func (c *Client) keyedPage(ctx context.Context, qk queueKeys, at *ringPos, limit
 	if next == "" && (len(zs) > limit || lastRead != nil) {
 		// Every key read was read to its end (or found empty), and more may follow: go
 		// on after the last one.
-		z, off := zs[len(zs)-1], lens[len(zs)-1].Val()
+		z, off := zs[len(zs)-1], lens[len(zs)-1]
 		if lastRead != nil {
 			z, off = *lastRead, math.MaxInt32 // past its jobs, whatever their number
 		}
@@ -137,7 +133,7 @@ func (c *Client) keyedPage(ctx context.Context, qk queueKeys, at *ringPos, limit
 	if len(takes) == 0 {
 		return nil, next, nil
 	}
-	pipe = c.rdb.Pipeline()
+	pipe := c.rdb.Pipeline()
 	got := make([]*redis.StringSliceCmd, len(takes))
 	for i, t := range takes {
 		got[i] = pipe.LRange(ctx, qk.kready(t.key), -t.off-t.n, -t.off-1)
@@ -154,6 +150,31 @@ func (c *Client) keyedPage(ctx context.Context, qk queueKeys, at *ringPos, limit
 	return ids, next, nil
 }
 
+// keyLens returns the length of each key's list, in one pipelined round trip.
+func (c *Client) keyLens(ctx context.Context, qk queueKeys, keys []string) ([]int64, error) {
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.LLen(ctx, qk.kready(k))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	lens := make([]int64, len(keys))
+	for i, cmd := range cmds {
+		lens[i] = cmd.Val()
+	}
+	return lens, nil
+}
+
+func zMembers(zs []redis.Z) []string {
+	out := make([]string, len(zs))
+	for i, z := range zs {
+		out[i] = z.Member.(string)
+	}
+	return out
+}
+
 // ringSkip is the place of the skip-th keyed ready job (0-based, in ring order): the
 // ring read in pages of ringPage keys by rank, with their lengths, two round trips a
 // page. past is true when the keys hold at most skip jobs. Ranks shift as the claims
@@ -167,16 +188,12 @@ func (c *Client) ringSkip(ctx context.Context, qk queueKeys, skip int64) (p *rin
 		if err != nil || len(zs) == 0 {
 			return nil, true, err
 		}
-		pipe := c.rdb.Pipeline()
-		lens := make([]*redis.IntCmd, len(zs))
-		for i, z := range zs {
-			lens[i] = pipe.LLen(ctx, qk.kready(z.Member.(string)))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		lens, err := c.keyLens(ctx, qk, zMembers(zs))
+		if err != nil {
 			return nil, false, err
 		}
 		for i, z := range zs {
-			n := lens[i].Val()
+			n := lens[i]
 			if skip < n {
 				return &ringPos{off: skip, score: z.Score, key: z.Member.(string)}, false, nil
 			}
@@ -317,12 +334,8 @@ func (c *Client) purgeKeyed(ctx context.Context, qk queueKeys) (int, error) {
 		if len(keys) == 0 {
 			continue
 		}
-		pipe := c.rdb.Pipeline()
-		lens := make([]*redis.IntCmd, len(keys))
-		for i, k := range keys {
-			lens[i] = pipe.LLen(ctx, qk.kready(k))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		lens, err := c.keyLens(ctx, qk, keys)
+		if err != nil {
 			return total, err
 		}
 		var batch []any // key, count, key, count...
@@ -337,7 +350,7 @@ func (c *Client) purgeKeyed(ctx context.Context, qk queueKeys) (int, error) {
 			return err
 		}
 		for i, k := range keys {
-			for left := lens[i].Val(); left > 0; {
+			for left := lens[i]; left > 0; {
 				n := min(left, 1000-jobs)
 				batch = append(batch, k, n)
 				jobs += n
