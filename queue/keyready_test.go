@@ -10,7 +10,8 @@ import (
 )
 
 // keyedQueue enqueues, on default, 3 jobs without a key, then 5 of key A, 2 of B and 1 of
-// C (keys enter the ring in that order), and returns every ID in the order the ready
+// C (keys enter the ring in that order; in the same millisecond they tie and go by
+// name, the same order), and returns every ID in the order the ready
 // listing promises: the plain jobs in claim order (oldest first), then each key's oldest
 // first, keys in ring order.
 func keyedQueue(t *testing.T, c *Client) []string {
