@@ -274,11 +274,8 @@ func BenchmarkAckClaimLimits(b *testing.B) {
 						ready += len(refill)
 						b.StartTimer()
 					}
-					_, jobs, lim, err := c.broker().AckClaimLimited(ctx, "default", held, make([][]byte, len(held)), batch, time.Minute, "w")
-					if err != nil || len(jobs) != batch || lim.By != "" {
-						b.Fatalf("round = %d jobs, %+v, %v; want %d, no limit met", len(jobs), lim, err, batch)
-					}
-					held, ready = jobs, ready-len(jobs)
+					held = limitedRound(b, c, held, batch)
+					ready -= len(held)
 				}
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
 			})
@@ -322,11 +319,8 @@ func BenchmarkAckClaimKeys(b *testing.B) {
 					ready += len(refill)
 					b.StartTimer()
 				}
-				_, jobs, lim, err := c.broker().AckClaimLimited(ctx, "default", held, make([][]byte, len(held)), batch, time.Minute, "w")
-				if err != nil || len(jobs) != batch || lim.By != "" {
-					b.Fatalf("round = %d jobs, %+v, %v; want %d, no limit met", len(jobs), lim, err, batch)
-				}
-				held, ready = jobs, ready-len(jobs)
+				held = limitedRound(b, c, held, batch)
+				ready -= len(held)
 			}
 			cpu := redisCPU(b, c) - start - refills
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
@@ -353,4 +347,15 @@ func redisCPU(b *testing.B, c *Client) time.Duration {
 		}
 	}
 	return time.Duration(total * float64(time.Second))
+}
+
+// limitedRound is a round of the limits' AckClaim benchmarks: ack held, claim batch jobs
+// (queue "default"). It fails the benchmark unless the claim got them all and met no limit.
+func limitedRound(b *testing.B, c *Client, held []*Job, batch int) []*Job {
+	b.Helper()
+	_, jobs, lim, err := c.broker().AckClaimLimited(ctx, "default", held, make([][]byte, len(held)), batch, time.Minute, "w")
+	if err != nil || len(jobs) != batch || lim.By != "" {
+		b.Fatalf("round = %d jobs, %+v, %v; want %d, no limit met", len(jobs), lim, err, batch)
+	}
+	return jobs
 }
