@@ -162,7 +162,9 @@ func (c *Client) latencies(ctx context.Context, qs, heads []string, now time.Tim
 	cmds := make([]*redis.SliceCmd, len(qs))
 	for i, q := range qs {
 		if heads[i] != "" {
-			cmds[i] = pipe.HMGet(ctx, c.keys.queue(q).job(heads[i]), "created_at", "run_at")
+			// type: present in every job's hash, so a head whose hash is gone is told apart
+			// from one whose created_at is its ID's time.
+			cmds[i] = pipe.HMGet(ctx, c.keys.queue(q).job(heads[i]), "created_at", "run_at", "type")
 		}
 	}
 	if pipe.Len() == 0 {
@@ -172,12 +174,12 @@ func (c *Client) latencies(ctx context.Context, qs, heads []string, now time.Tim
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	for i, cmd := range cmds {
-		if cmd == nil || len(cmd.Val()) != 2 {
+		if cmd == nil || len(cmd.Val()) != 3 || cmd.Val()[2] == nil {
 			continue
 		}
 		created, _ := cmd.Val()[0].(string)
 		runAt, _ := cmd.Val()[1].(string)
-		if since := readySince(created, runAt); !since.IsZero() {
+		if since := readySince(heads[i], created, runAt); !since.IsZero() {
 			out[i] = max(now.Sub(since), 0)
 		}
 	}
