@@ -94,6 +94,26 @@ local function needs_created(id, fresh)
   return not t or t > now or t < now - 1000
 end
 
+-- add_payload puts a job's payload in f after its m-th value and returns the new count:
+-- one field when it is at most 64 bytes or over 4 KiB, else 64-byte pieces payload,
+-- payload+1, ... (see the job hashes below). names caches the names 'payload+' .. p.
+local function add_payload(f, m, payload, names)
+  local size = #payload
+  if size <= 64 or size > 4096 then
+    f[m + 1] = 'payload'; f[m + 2] = payload
+    return m + 2
+  end
+  f[m + 1] = 'payload'; f[m + 2] = string.sub(payload, 1, 64)
+  m = m + 2
+  for p = 1, math.ceil(size / 64) - 1 do
+    local name = names[p]
+    if not name then name = 'payload+' .. p; names[p] = name end
+    f[m + 1] = name; f[m + 2] = string.sub(payload, p * 64 + 1, p * 64 + 64)
+    m = m + 2
+  end
+  return m
+end
+
 -- The fast path: one job due now, with a generated ID and no option but max_retry and
 -- timeout_ms (most Enqueue calls): the same writes in the same order as the general path
 -- below, without its tables and loops, which cost Redis more than the commands did.
@@ -140,18 +160,7 @@ if nargs == 20 and ARGV[4] == '1' and ARGV[8] == '0' and ARGV[9] == '0' and ARGV
   f[m + 1] = 'state'; f[m + 2] = 'ready'
   m = m + 2
   if created then f[m + 1] = 'created_at'; f[m + 2] = now; m = m + 2 end
-  if size <= 64 or size > 4096 then
-    f[m + 1] = 'payload'; f[m + 2] = payload
-    m = m + 2
-  else
-    local sub = string.sub
-    f[m + 1] = 'payload'; f[m + 2] = sub(payload, 1, 64)
-    m = m + 2
-    for p = 1, math.ceil(size / 64) - 1 do
-      f[m + 1] = 'payload+' .. p; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
-      m = m + 2
-    end
-  end
+  m = add_payload(f, m, payload, {})
   redis.call('HSET', key, unpack(f, 1, m))
   return {'1'}
 end
@@ -507,20 +516,7 @@ while i <= nargs do
         f[m + 1] = 'created_at'; f[m + 2] = now_s
         m = m + 2
       end
-      local payload = ARGV[j + 1]
-      local size = #payload
-      m = m + 2
-      if size <= 64 or size > 4096 then
-        f[m - 1] = 'payload'; f[m] = payload
-      else
-        f[m - 1] = 'payload'; f[m] = sub(payload, 1, 64)
-        for p = 1, math.ceil(size / 64) - 1 do
-          local name = piece[p]
-          if not name then name = 'payload+' .. p; piece[p] = name end
-          f[m + 1] = name; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
-          m = m + 2
-        end
-      end
+      m = add_payload(f, m, ARGV[j + 1], piece)
       redis.call('HSET', keys[k], unpack(f, 1, m))
       if deps then redis.call('SADD', string.sub(prefix, 1, -5) .. 'deps:' .. id, unpack(deps)) end
       if dependents then redis.call('SADD', string.sub(prefix, 1, -5) .. 'dependents:' .. id, unpack(dependents)) end
