@@ -37,7 +37,7 @@
 --          exactly for each ack that committed.
 
 local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], ev = event_buf(KEYS[4], tonumber(ARGV[7])),
-  prefix = ARGV[1], stats = ARGV[2], retention = tonumber(ARGV[3]), done_max = tonumber(ARGV[4]),
+  prefix = ARGV[1], stats = ARGV[2], retention = tonumber(ARGV[3]), retention_s = ARGV[3], done_max = tonumber(ARGV[4]),
   dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6]), wakes = KEYS[7]}
 local now = now_ms()
 local out = ack_jobs(k, now, ARGV, 8)

@@ -118,8 +118,8 @@ end
 -- entries are in commit order per queue, and a call's events are in its order within it.
 -- Call it only after the script's first write: XADD is a deny-oom command, which Redis at
 -- maxmemory (noeviction) refuses only as a script's first change, so events written after
--- a removal can never make an ack, fail or reap fail on a full Redis. XTRIM frees memory,
--- so a full Redis never refuses it.
+-- a removal can never make an ack, fail or reap fail on a full Redis. The cap rides on the
+-- last XADD (its MAXLEN ~), one command fewer per call than an XTRIM of its own.
 local function write_events(b)
   if b.n == 0 then return end
   if b.n <= b.per_entry then
@@ -127,9 +127,13 @@ local function write_events(b)
     return
   end
   for i = 1, b.n, b.per_entry do
-    redis.call('XADD', b.key, '*', 'event', table.concat(b, '\n', i, math.min(i + b.per_entry - 1, b.n)))
+    local lines = table.concat(b, '\n', i, math.min(i + b.per_entry - 1, b.n))
+    if i + b.per_entry > b.n then
+      redis.call('XADD', b.key, 'MAXLEN', '~', b.maxlen, '*', 'event', lines)
+    else
+      redis.call('XADD', b.key, '*', 'event', lines)
+    end
   end
-  redis.call('XTRIM', b.key, 'MAXLEN', '~', b.maxlen)
 end
 
 -- max_retry is a job's max_retry field as a number: absent, as enqueue.lua leaves it for a
@@ -180,8 +184,9 @@ end
 local function count(stats_prefix, outcome, now, n)
   if n <= 0 then return end
   local key = stats_prefix .. outcome .. ':' .. ymd(now)
-  redis.call('INCRBY', key, n)
-  redis.call('PEXPIRE', key, 90 * 86400000)
+  -- Only the INCRBY that created the key (its result is n) sets the expiry: one command
+  -- per call instead of two.
+  if redis.call('INCRBY', key, n) == n then redis.call('PEXPIRE', key, 90 * 86400000) end
 end
 
 -- wake pushes up to n tokens (at most 64) on the wake list that idle workers block on, and
@@ -547,7 +552,7 @@ end
 -- active to done, or to dead if an operator cancelled it meanwhile (its hash has cancel):
 -- a cancel is final whatever the handler did, as on every other path (fail, handback,
 -- reap). k holds the keys and settings: active, done, dead (keys), prefix, stats (key
--- prefixes), retention, done_max, dead_retention, dead_max, and ev, the call's events
+-- prefixes), retention (and retention_s, the same as given: a string), done_max, dead_retention, dead_max, and ev, the call's events
 -- buffer (see event_buf; the caller writes it). argv[from], argv[from+1],
 -- argv[from+2], ... are groups of id, lease token, result. A done job keeps its hash for
 -- retention ms (<= 0: deleted at once) in the done set, trimmed to done_max; a cancelled
@@ -591,7 +596,7 @@ local function ack_jobs(k, now, argv, from)
   -- removing the jobs from active first lets acks through when Redis is full (they free
   -- memory), instead of leaving the jobs to expire and burn their retries.
   redis.call('ZREM', k.active, unpack(finished))
-  local kept, cancelled, linked = {}, 0, nil
+  local kept, cancelled, linked, now_s = {}, 0, nil, string.format('%d', now)
   for n, id in ipairs(finished) do
     local key = prefix .. id
     local token = argv[at[n] + 1]
@@ -616,10 +621,10 @@ local function ack_jobs(k, now, argv, from)
       if k.retention <= 0 then
         redis.call('DEL', key)
       else
-        redis.call('HSET', key, 'state', 'done', 'finished_at', now, 'result', argv[at[n] + 2], 'lease',
+        redis.call('HSET', key, 'state', 'done', 'finished_at', now_s, 'result', argv[at[n] + 2], 'lease',
           ended_lease('done', token))
-        redis.call('PEXPIRE', key, k.retention)
-        kept[#kept + 1] = now
+        redis.call('PEXPIRE', key, k.retention_s)
+        kept[#kept + 1] = now_s
         kept[#kept + 1] = id
       end
     end
@@ -739,7 +744,9 @@ end
 -- Returns the claimed jobs, one array per job: the job's hash as a flat field/value array
 -- (HGETALL, read before this claim's writes) followed by four values: its ID, its new
 -- attempt, k, and its start (us: now, or under a rate its token's instant, at most
--- rate_ahead from now: the worker starts it then; started_at is the same in ms); and the limit part of the reply (limit_reply). Nothing while the queue is
+-- rate_ahead from now: the worker starts it then; started_at is the same in ms); the limit part of the reply (limit_reply); and the
+-- queue's concurrency limit as read (0: none; nil when nothing was claimed for n = 0 or a
+-- paused queue), for wake_freed. Nothing while the queue is
 -- paused. The claim also sets state, started_at (now) and worker, which the caller knows.
 -- Each claimed job gets a 'started' event in the call's events buffer ev (see event_buf;
 -- the caller writes it, after the RPOPs: the first writes). The rates' tokens are taken
@@ -771,6 +778,10 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     end
   end
   local deadline = now + lease_ms
+  -- Numbers given to redis.call or joined into a string are formatted with %.14g, a
+  -- slow printf of a double, each time: the values shared by the claim's jobs are
+  -- formatted once, as integers, and the attempts once per value met.
+  local deadline_s, now_s, attempts = string.format('%d', deadline), string.format('%d', now), {}
   local out, leased = {}, {}
   for k, id in ipairs(ids) do
     local key = prefix .. id
@@ -794,15 +805,19 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- or take a done job back to active.
     if state == 'ready' then
       local start = rate_start(g, #out + 1, now_us)
-      redis.call('HSET', key, 'attempt', attempt, 'state', 'active', 'started_at', math.floor(start / 1000),
-        'worker', worker, 'lease', token .. ':' .. k)
-      event(ev, 'started', id, typ, attempt, worker, '')
+      local started = now_s
+      if start ~= now_us then started = string.format('%d', math.floor(start / 1000)) end
+      local att = attempts[attempt]
+      if not att then att = string.format('%d', attempt); attempts[attempt] = att end
+      redis.call('HSET', key, 'attempt', att, 'state', 'active', 'started_at', started,
+        'worker', worker, 'lease', string.format('%s:%d', token, k))
+      event(ev, 'started', id, typ, att, worker, '')
       job[#job + 1] = id
       job[#job + 1] = attempt
       job[#job + 1] = k
       job[#job + 1] = start
       out[#out + 1] = job
-      leased[#leased + 1] = deadline
+      leased[#leased + 1] = deadline_s
       leased[#leased + 1] = id
       if keyof[k] then table.insert(keyof[k].ids, id) end
     end
@@ -815,7 +830,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- Every key left is held back by its own limits: say until when.
     if redis.call('LLEN', ready) == 0 and redis.call('EXISTS', ring) == 1 then g.why = 3 end
   end
-  return out, limit_reply(g, ready, active, ring, #out, now, now_us)
+  return out, limit_reply(g, ready, active, ring, #out, now, now_us), g.conc
 end
 
 -- wake_freed wakes workers waiting on the queue's concurrency limit after a script freed
@@ -825,11 +840,12 @@ end
 -- waiting worker, not a herd, and a limit that never binds pushes nothing. limit:
 -- jobs:{q}:limit; freed: slots this script freed; taken: jobs it claimed after freeing
 -- them (ackclaim); now in ms. Jobs wait in ready or under a key (jobs:{q}:keys, named
--- from limit's name). Nothing for a queue without a concurrency limit (one HGET).
-local function wake_freed(limit, active, ready, wakes, freed, taken, now)
+-- from limit's name). Nothing for a queue without a concurrency limit (one HGET, or none
+-- when the caller read the limit already: conc, 0 for none; nil: read it here).
+local function wake_freed(limit, active, ready, wakes, freed, taken, now, conc)
   if freed <= 0 then return end
-  local conc = tonumber(redis.call('HGET', limit, 'concurrency'))
-  if not conc then return end
+  if conc == nil then conc = tonumber(redis.call('HGET', limit, 'concurrency')) end
+  if not conc or conc <= 0 then return end
   local free = conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
   if free + taken - freed > 0 then return end
   if redis.call('LLEN', ready) == 0 and redis.call('EXISTS', string.sub(limit, 1, -6) .. 'keys') == 0 then return end

@@ -20,6 +20,13 @@ import (
 // worker that is shutting down must still report the jobs it finished.
 const reportTimeout = 10 * time.Second
 
+// mark tells the benchmarks' trace (Worker.trace) that p happened now.
+func (l *loop) mark(p tracePoint) {
+	if t := l.w.trace; t != nil {
+		t(p, time.Now())
+	}
+}
+
 // postEvent hands f to the loop; after the loop has exited it is dropped.
 func (l *loop) postEvent(f func()) {
 	select {
@@ -54,12 +61,18 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	for i, r := range acks {
 		fin[i], results[i] = r.job, r.result
 	}
-	go func() {
+	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
+		if n > 0 {
+			l.mark(traceClaim)
+		}
 		acked, jobs, lim, err := l.w.broker.AckClaimLimited(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
+		if n > 0 {
+			l.mark(traceClaimed)
+		}
 		cancel()
 		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err) })
-	}()
+	})
 }
 
 // exchanged takes an AckClaim reply.
@@ -162,7 +175,7 @@ func (l *loop) beat(q *queueState, runs []*run, now time.Time) {
 		jobs[i] = r.job
 	}
 	progress := l.takeProgress(runs, now, false)
-	go func() {
+	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, min(l.cfg.Lease/4, reportTimeout))
 		lost, cancelled, err := l.w.broker.HeartbeatProgress(ctx, q.name, l.cfg.Lease, jobs, progress)
 		cancel()
@@ -170,7 +183,7 @@ func (l *loop) beat(q *queueState, runs []*run, now time.Time) {
 			l.progressAnswered(runs, progress, err, time.Now())
 			l.beaten(q, runs, now, lost, cancelled, err)
 		})
-	}()
+	})
 }
 
 // beaten takes a heartbeat's reply.
@@ -224,7 +237,7 @@ func (l *loop) maintain(q *queueState, now time.Time) {
 	}
 	q.maintaining = true
 	l.calls++
-	go func() {
+	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		defer cancel()
 		var reaped, moved int
@@ -238,7 +251,7 @@ func (l *loop) maintain(q *queueState, now time.Time) {
 			moved, next, err = l.w.broker.Promote(ctx, q.name)
 		}
 		l.postEvent(func() { l.maintained(q, reap, promote, reaped, moved, next, err) })
-	}()
+	})
 }
 
 func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, next time.Duration, err error) {
@@ -290,10 +303,13 @@ func (l *loop) wait(now time.Time) {
 		return
 	}
 	l.waiting = true
-	go func() {
+	l.callers.spawn(func() {
 		q, token, err := l.w.broker.Wait(l.bg, names, proto.MaxWait)
+		if token != "" {
+			l.mark(traceWoken)
+		}
 		l.wakes <- wakeup{queue: q, token: token, err: err, on: on} // buffered 1: never blocks
-	}()
+	})
 }
 
 // passOn pushes back, on a goroutine of its own, a wake token this worker popped but will

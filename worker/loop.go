@@ -40,6 +40,7 @@ type loop struct {
 	events  chan func()
 	wakes   chan wakeup   // buffered 1: at most one wait runs
 	exited  chan struct{} // closed when the loop returns: late senders give up
+	callers callers       // goroutines for the Redis calls (callers.go)
 
 	queues []*queueState // sorted by name
 	byName map[string]*queueState
@@ -147,13 +148,15 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 		// Unknown handlers are assumed slow until a few have been timed, so a worker of
 		// long jobs never claims ahead.
 		avg: until, warned: map[string]time.Time{},
-		prog: progressState{bell: make(chan struct{}, 1)},
-		hist: history{every: cfg.HistoryInterval, pending: map[historyKey]*proto.MetricsSample{}}}
+		prog:    progressState{bell: make(chan struct{}, 1)},
+		callers: callers{work: make(chan func())},
+		hist:    history{every: cfg.HistoryInterval, pending: map[historyKey]*proto.MetricsSample{}}}
 	for _, name := range w.queues {
 		q := &queueState{name: name, weight: cfg.Queues[name], replies: map[uint64]claimReply{}}
 		l.queues = append(l.queues, q)
 		l.byName[name] = q
 	}
+	l.callers.exited = l.exited
 	return l
 }
 

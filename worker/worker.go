@@ -180,7 +180,20 @@ type Worker struct {
 	entry   queue.Process // its registry entry, but for the state (registry.go)
 	metrics *metrics      // nil without Config.Registerer
 	running atomic.Bool   // a Run is in progress
+	// trace, set only by this package's benchmarks (BenchmarkPickup) before Run, is told
+	// when a wait returns a token and when a claim is sent and answered: where a pickup's
+	// time goes. Called from the calls' goroutines; nil: nothing is measured.
+	trace func(p tracePoint, at time.Time)
 }
+
+// tracePoint is a step on the way from a wake token to a claimed job (Worker.trace).
+type tracePoint int
+
+const (
+	traceWoken   tracePoint = iota // a wait returned a wake token
+	traceClaim                     // a claim (exchange with n > 0) is sent
+	traceClaimed                   // its reply came back
+)
 
 // ErrRunning is returned by Run when another Run of the same Worker is in progress.
 var ErrRunning = errors.New("worker: Run called while another Run of this Worker is in progress")

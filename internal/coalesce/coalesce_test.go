@@ -64,3 +64,31 @@ func TestWaitingCallReturnsWhenContextEnds(t *testing.T) {
 	}
 	close(release)
 }
+
+// The flusher goroutine exits once idle, and the next call that needs one starts another.
+func TestIdleFlusherExitsAndComesBack(t *testing.T) {
+	b := New(10, func(_ context.Context, batch []int) []int { return batch })
+	b.idle = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background()) // not inline: through the flusher
+	defer cancel()
+	running := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.flusher
+	}
+	for round := range 3 {
+		if got, err := b.Do(ctx, round); err != nil || got != round {
+			t.Fatalf("round %d: Do() = %d, %v", round, got, err)
+		}
+		if !running() {
+			t.Fatalf("round %d: no flusher right after a call", round)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for running() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the flusher still runs 5s after its last call", round)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
