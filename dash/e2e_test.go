@@ -432,6 +432,33 @@ func TestE2E(t *testing.T) {
 		p.WaitText(`[data-dependent="default/`+id+`"] .state`, "waiting")
 	})
 
+	t.Run("jobs under a limit key are ready: counted, listed with their key, acted on", func(t *testing.T) {
+		b := setup(t, Options{})
+		plain := b.enqueue(t, "email", `{}`)
+		keyed := b.enqueue(t, "email", `{}`, queue.LimitKey("cust:A"))
+		other := b.enqueue(t, "email", `{}`, queue.LimitKey("cust:B"))
+		p := newPage(t, br)
+		p.Navigate(b.srv.URL + "/")
+		p.WaitText(`tr[data-queue="default"] td[data-count="ready"]`, "3")
+		p.Navigate(b.srv.URL + "/queues/default?state=ready")
+		p.WaitText(`#states [data-count="ready"]`, "3")
+		p.WaitText(`tr[data-job-id="`+keyed+`"] td[data-limit-key]`, "cust:A")
+		p.WaitText(`tr[data-job-id="`+plain+`"] td[data-limit-key]`, "-")
+		p.Click(`tr[data-job-id="` + other + `"] input[type="checkbox"]`)
+		p.Click(`#selection button[value="cancel"]`)
+		p.WaitText(`#states [data-count="ready"]`, "2")
+		if got := b.state(t, queue.DefaultQueue, other); got != queue.StateDead {
+			t.Errorf("keyed job cancelled in the browser is %q, want dead", got)
+		}
+		p.Navigate(b.srv.URL + "/queues/default/purge?state=ready")
+		p.WaitText("#purge-count", "2")
+		p.Click("#purge-submit")
+		p.WaitText(`#states [data-count="ready"]`, "0")
+		if st, err := b.client.StatsOf(context.Background(), queue.DefaultQueue); err != nil || st[0].KeysWaiting != 0 {
+			t.Errorf("after the purge, StatsOf() = %+v, %v; want no key waiting", st, err)
+		}
+	})
+
 	t.Run("every page shows hostile input as text", func(t *testing.T) {
 		b := setup(t, Options{})
 		// What a job's author controls: its type (no spaces allowed), payload and error.

@@ -102,6 +102,37 @@ func TestDrainRunsJobsToTheirEnd(t *testing.T) {
 	}
 }
 
+// Jobs waiting under a limit key are waiting jobs for the helpers: RequireEnqueued finds
+// them, and Drain runs every one, though the key's concurrency of 1 leaves all but one in
+// the key's list at any time.
+func TestDrainRunsKeyedJobs(t *testing.T) {
+	c := NewClient(t, queue.Config{})
+	ctx := context.Background()
+	if err := c.SetLimit(ctx, queue.DefaultQueue, queue.Limit{KeyConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []string{"a@example.com", "b@example.com", "c@example.com"} {
+		if _, err := c.EnqueueArgs(ctx, welcome{Email: e}, queue.LimitKey("tenant:1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	RequireEnqueuedArgs(t, c, queue.DefaultQueue, welcome{Email: "c@example.com"})
+	mux := worker.NewMux()
+	worker.HandleArgs(mux, func(ctx context.Context, job *queue.Job, w welcome) error {
+		time.Sleep(10 * time.Millisecond) // the key's next job waits in its list meanwhile
+		return nil
+	})
+	jobs := Drain(t, c, worker.Config{Handler: mux, Concurrency: 4})
+	if len(jobs) != 3 {
+		t.Fatalf("Drain ran %d keyed jobs, want 3", len(jobs))
+	}
+	for _, j := range jobs {
+		if j.State != queue.StateDone || j.LimitKey != "tenant:1" {
+			t.Errorf("job %s is %s under key %q, want done under tenant:1", j.ID, j.State, j.LimitKey)
+		}
+	}
+}
+
 // Without redis-server on PATH, NewClient runs an in-memory server, and jobs run on it.
 func TestNewClientWithoutRedisServer(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())

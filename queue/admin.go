@@ -19,13 +19,15 @@ import (
 // QueueStats are the counts of one queue. JSON field names are the `jobs stats --json`
 // contract.
 type QueueStats struct {
-	Name      string `json:"name"`
-	Ready     int64  `json:"ready"`
-	Scheduled int64  `json:"scheduled"`
-	Active    int64  `json:"active"`
-	Retry     int64  `json:"retry"`
-	Dead      int64  `json:"dead"`
-	Done      int64  `json:"done"` // retained done jobs (DoneRetention, DoneMax)
+	Name string `json:"name"`
+	// Ready counts every ready job: those without a limit key (in ready) and those of
+	// every limit key (in its key's list, see [LimitKey]).
+	Ready     int64 `json:"ready"`
+	Scheduled int64 `json:"scheduled"`
+	Active    int64 `json:"active"`
+	Retry     int64 `json:"retry"`
+	Dead      int64 `json:"dead"`
+	Done      int64 `json:"done"` // retained done jobs (DoneRetention, DoneMax)
 	// Waiting counts the jobs waiting for their dependencies (After, AfterJob).
 	Waiting int64 `json:"waiting"`
 	Paused  bool  `json:"paused"`
@@ -37,7 +39,8 @@ type QueueStats struct {
 	// Workers counts the live workers claiming from the queue (see [Client.Processes]):
 	// quiet and stopping ones are not counted.
 	Workers int `json:"workers"`
-	// Latency is the age of the queue's oldest ready job, the next to be claimed: Redis's
+	// Latency is the age of the queue's oldest ready job among the next to be claimed
+	// (ready's next, and the next of the limit key the claims serve first): Redis's
 	// time now less the time it became due (its run_at, else its enqueue time). Zero when
 	// nothing is ready. A growing latency with jobs ready means too few workers. JSON:
 	// latency_ms.
@@ -48,8 +51,8 @@ type QueueStats struct {
 	// waiting_until (RFC 3339) when not zero.
 	WaitingOn    LimitKind `json:"waiting_on"`
 	WaitingUntil time.Time `json:"-"`
-	// KeysWaiting counts the limit keys with jobs ready (see [LimitKey]): keyed jobs wait
-	// in their key's list, not in Ready. When no job without a key is ready and every
+	// KeysWaiting counts the limit keys with jobs ready (see [LimitKey]), whose jobs
+	// Ready counts with the others. When no job without a key is ready and every
 	// such key waits on its own limits, WaitingOn is KeyWait, until the first is due.
 	KeysWaiting int `json:"keys_waiting"`
 }
@@ -73,7 +76,8 @@ func (s QueueStats) MarshalJSON() ([]byte, error) {
 // Stats returns the counts of every known queue, sorted by name, with its live workers,
 // latency and the limit it waits on, in six round trips (the Redis clock for "today"; one
 // pipeline of counts and the head of each ready list; the registry, two; the heads' due
-// times; the limits).
+// times; the limits), and, for queues with keyed jobs ready, the sum of their keys' lists
+// (see keyedCounts: two round trips up to 1,000 keys, one more per 1,000 keys).
 func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
 	qs, err := c.Queues(ctx)
 	if err != nil {
@@ -98,6 +102,7 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 	type counts struct {
 		ready, scheduled, active, retry, dead, done, paused, waiting *redis.IntCmd
 		processed, failed, head                                      *redis.StringCmd
+		firstKey                                                     *redis.StringSliceCmd
 	}
 	pipe := c.rdb.Pipeline()
 	cs := make([]counts, len(qs))
@@ -109,7 +114,8 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 			dead: pipe.ZCard(ctx, k.dead), done: pipe.ZCard(ctx, k.done),
 			paused: pipe.Exists(ctx, k.paused), waiting: pipe.ZCard(ctx, k.waiting),
 			processed: pipe.Get(ctx, k.stats+"processed:"+day), failed: pipe.Get(ctx, k.stats+"failed:"+day),
-			head: pipe.LIndex(ctx, k.ready, -1), // the right end is claimed next
+			head:     pipe.LIndex(ctx, k.ready, -1),  // the right end is claimed next
+			firstKey: pipe.ZRange(ctx, k.ring, 0, 0), // the limit key the claims serve next
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -120,9 +126,28 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	workers := workersPerQueue(ps)
-	heads := make([]string, len(qs))
+	// Keyed ready jobs: the sum of their keys' lists, and the next of the first key due.
+	var keyed []string
+	var keyedAt []int
+	var firsts []string
 	for i, x := range cs {
-		heads[i] = x.head.Val()
+		if k := x.firstKey.Val(); len(k) > 0 {
+			keyed, keyedAt, firsts = append(keyed, qs[i]), append(keyedAt, i), append(firsts, k[0])
+		}
+	}
+	keyedReady, keyedHeads := make([]int64, len(qs)), make([]string, len(qs))
+	if len(keyed) > 0 {
+		n, h, err := c.keyedCounts(ctx, keyed, firsts)
+		if err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		for j, i := range keyedAt {
+			keyedReady[i], keyedHeads[i] = n[j], h[j]
+		}
+	}
+	heads := make([][]string, len(qs))
+	for i, x := range cs {
+		heads[i] = []string{x.head.Val(), keyedHeads[i]}
 	}
 	latency, err := c.latencies(ctx, qs, heads, now)
 	if err != nil {
@@ -137,14 +162,14 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 		x := cs[i]
 		p, _ := x.processed.Int64()
 		f, _ := x.failed.Int64()
-		out[i] = QueueStats{Name: q, Ready: x.ready.Val(), Scheduled: x.scheduled.Val(),
+		out[i] = QueueStats{Name: q, Ready: x.ready.Val() + keyedReady[i], Scheduled: x.scheduled.Val(),
 			Active: x.active.Val(), Retry: x.retry.Val(), Dead: x.dead.Val(), Done: x.done.Val(), Waiting: x.waiting.Val(),
 			Paused: x.paused.Val() == 1, ProcessedToday: p, FailedToday: f,
 			Workers: workers[q], Latency: latency[i]}
 		out[i].KeysWaiting = limits[i].KeysWaiting
 		if (out[i].Ready > 0 || out[i].KeysWaiting > 0) && !out[i].Paused {
 			out[i].WaitingOn, out[i].WaitingUntil = limits[i].Waiting(), limits[i].Until()
-			if out[i].WaitingOn == "" && out[i].Ready == 0 {
+			if out[i].WaitingOn == "" && x.ready.Val() == 0 {
 				if u := limits[i].KeysHeldUntil(); !u.IsZero() {
 					out[i].WaitingOn, out[i].WaitingUntil = KeyWait, u
 				}
@@ -154,17 +179,22 @@ func (c *Client) StatsOf(ctx context.Context, qs ...string) ([]QueueStats, error
 	return out, nil
 }
 
-// latencies returns, for each queue of qs, the age at now of its ready job heads[i] (the
-// next to be claimed; "" when none ready), in one pipelined round trip.
-func (c *Client) latencies(ctx context.Context, qs, heads []string, now time.Time) ([]time.Duration, error) {
+// latencies returns, for each queue of qs, the age at now of the oldest of its ready
+// jobs heads[i] (the next to be claimed: ready's, the first limit key's; "" for none),
+// in one pipelined round trip.
+func (c *Client) latencies(ctx context.Context, qs []string, heads [][]string, now time.Time) ([]time.Duration, error) {
 	out := make([]time.Duration, len(qs))
 	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(qs))
+	cmds := make([][]*redis.SliceCmd, len(qs))
+	ids := make([][]string, len(qs)) // ids[i][k]: the job cmds[i][k] reads
 	for i, q := range qs {
-		if heads[i] != "" {
-			// type: present in every job's hash, so a head whose hash is gone is told apart
-			// from one whose created_at is its ID's time.
-			cmds[i] = pipe.HMGet(ctx, c.keys.queue(q).job(heads[i]), "created_at", "run_at", "type")
+		for _, id := range heads[i] {
+			if id != "" {
+				// type: present in every job's hash, so a head whose hash is gone is told
+				// apart from one whose created_at is its ID's time.
+				cmds[i] = append(cmds[i], pipe.HMGet(ctx, c.keys.queue(q).job(id), "created_at", "run_at", "type"))
+				ids[i] = append(ids[i], id)
+			}
 		}
 	}
 	if pipe.Len() == 0 {
@@ -173,14 +203,16 @@ func (c *Client) latencies(ctx context.Context, qs, heads []string, now time.Tim
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	for i, cmd := range cmds {
-		if cmd == nil || len(cmd.Val()) != 3 || cmd.Val()[2] == nil {
-			continue
-		}
-		created, _ := cmd.Val()[0].(string)
-		runAt, _ := cmd.Val()[1].(string)
-		if since := readySince(heads[i], created, runAt); !since.IsZero() {
-			out[i] = max(now.Sub(since), 0)
+	for i, cs := range cmds {
+		for k, cmd := range cs {
+			if len(cmd.Val()) != 3 || cmd.Val()[2] == nil {
+				continue
+			}
+			created, _ := cmd.Val()[0].(string)
+			runAt, _ := cmd.Val()[1].(string)
+			if since := readySince(ids[i][k], created, runAt); !since.IsZero() {
+				out[i] = max(out[i], now.Sub(since))
+			}
 		}
 	}
 	return out, nil
@@ -341,7 +373,9 @@ func (c *Client) pause(ctx context.Context, op, queue string, on bool) error {
 
 // Purge deletes every job of queue in state (not active: cancel those), in batches of
 // 1000 so Redis never blocks long, and returns how many it deleted. It deletes the jobs in
-// that state when it starts, not those that enter it meanwhile, so it always ends.
+// that state when it starts, not those that enter it meanwhile, so it always ends. Ready
+// includes the jobs of every limit key: each key's jobs there when the purge reaches it,
+// the key leaving the ring of keys when its list empties.
 func (c *Client) Purge(ctx context.Context, queue string, state State) (int, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return 0, err
@@ -368,8 +402,7 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 	}
 	total := 0
 	for left > 0 {
-		n, err := c.run(ctx, scripts.Purge, []string{index, qk.events}, qk.jobPrefix, min(left, 1000), string(state),
-			maxScore, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Int()
+		n, err := c.purgeCall(ctx, qk, state, min(left, 1000), maxScore)
 		if err != nil {
 			return total, fmt.Errorf("purge %s %s: %w", queue, state, err)
 		}
@@ -377,6 +410,13 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 		left -= int64(n)
 		if n == 0 {
 			break
+		}
+	}
+	if state == StateReady {
+		n, err := c.purgeKeyed(ctx, qk)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge %s ready (limit keys): %w", queue, err)
 		}
 	}
 	return total, nil
@@ -391,7 +431,8 @@ func toAny(ss []string) []any {
 }
 
 // Depths returns the number of jobs in each waiting or running state of the given queues
-// (all known queues when nil) in one pipelined round trip (two when discovering queues):
+// (all known queues when nil) in one pipelined round trip (two when discovering queues),
+// and for queues with keyed jobs ready the sum of their keys' lists (see keyedCounts):
 // queue -> state -> count. Done jobs are not counted (see Stats).
 func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[State]int64, error) {
 	if queues == nil {
@@ -402,24 +443,41 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 	}
 	// MULTI/EXEC: each queue's counts are one snapshot (a job moving between two of its
 	// states while the counts are read would otherwise be counted in neither, or twice).
-	// A queue's keys share a slot; on a cluster go-redis runs one MULTI per slot.
+	// A queue's keys share a slot; on a cluster go-redis runs one MULTI per slot. The
+	// keys' lists are counted after it, outside the snapshot.
 	pipe := c.rdb.TxPipeline()
-	type cmds struct{ ready, scheduled, active, retry, dead, waiting *redis.IntCmd }
+	type cmds struct{ ready, scheduled, active, retry, dead, waiting, keys *redis.IntCmd }
 	cs := make([]cmds, len(queues))
 	for i, q := range queues {
 		k := c.keys.queue(q)
 		cs[i] = cmds{pipe.LLen(ctx, k.ready), pipe.ZCard(ctx, k.scheduled), pipe.ZCard(ctx, k.active),
-			pipe.ZCard(ctx, k.retry), pipe.ZCard(ctx, k.dead), pipe.ZCard(ctx, k.waiting)}
+			pipe.ZCard(ctx, k.retry), pipe.ZCard(ctx, k.dead), pipe.ZCard(ctx, k.waiting), pipe.ZCard(ctx, k.ring)}
 	}
 	if len(queues) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("depths: %w", err)
 		}
 	}
+	var keyed []string
+	for i, q := range queues {
+		if cs[i].keys.Val() > 0 {
+			keyed = append(keyed, q)
+		}
+	}
+	keyedReady := map[string]int64{}
+	if len(keyed) > 0 {
+		n, _, err := c.keyedCounts(ctx, keyed, nil)
+		if err != nil {
+			return nil, fmt.Errorf("depths: %w", err)
+		}
+		for i, q := range keyed {
+			keyedReady[q] = n[i]
+		}
+	}
 	out := make(map[string]map[State]int64, len(queues))
 	for i, q := range queues {
 		x := cs[i]
-		out[q] = map[State]int64{StateReady: x.ready.Val(), StateScheduled: x.scheduled.Val(),
+		out[q] = map[State]int64{StateReady: x.ready.Val() + keyedReady[q], StateScheduled: x.scheduled.Val(),
 			StateActive: x.active.Val(), StateRetry: x.retry.Val(), StateDead: x.dead.Val(), StateWaiting: x.waiting.Val()}
 	}
 	return out, nil

@@ -59,7 +59,9 @@
 //
 // [Client.Stats] and [Client.Depths] count jobs per state (Stats also gives each queue's
 // live workers and latency); [Client.Get], [Client.Find] and [Client.List] read them;
-// [Client.Page] pages through them at a cost that does not grow with the queue;
+// [Client.Page] pages through them at a cost that does not grow with the queue. Ready
+// jobs include those waiting under a limit key ([LimitKey]): every one of these counts,
+// lists and purges them, after the jobs without a key;
 // [Client.Retry], [Client.RetryAllDead], [Client.Cancel], [Client.Purge], [Client.Delete],
 // [Client.Pause] and [Client.Resume] act on them, and [Client.Audit] records who did. A [Job] carries its last attempts ([Attempt]: when,
 // where, how each ended). [Client.History] reads the metrics history workers keep per

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/redis/go-redis/v9"
@@ -75,7 +74,9 @@ func ParseState(s string) (State, error) {
 }
 
 // List returns up to limit jobs of queue in state, skipping the first offset: ready jobs
-// in the order they will be claimed, scheduled and retry jobs by due time, active jobs by
+// in the order they will be claimed (those without a limit key, then each key's in the
+// order the claims serve the keys: see [Client.Page]; skipping into the keys reads the
+// lengths of the keys before, a thousand per two round trips), scheduled and retry jobs by due time, active jobs by
 // lease deadline, done and dead jobs most recent first. An unknown queue is ErrNotFound.
 func (c *Client) List(ctx context.Context, queue string, state State, offset, limit int) ([]*Job, error) {
 	if err := ValidateQueue(queue); err != nil {
@@ -99,8 +100,7 @@ func (c *Client) List(ctx context.Context, queue string, state State, offset, li
 	stop := int64(offset + limit - 1)
 	switch state {
 	case StateReady:
-		ids, err = c.rdb.LRange(ctx, qk.ready, -stop-1, int64(-offset-1)).Result()
-		slices.Reverse(ids) // the right end is claimed first
+		ids, err = c.readyList(ctx, qk, offset, limit)
 	case StateScheduled:
 		ids, err = c.rdb.ZRange(ctx, qk.scheduled, int64(offset), stop).Result()
 	case StateWaiting:

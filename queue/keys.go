@@ -31,6 +31,7 @@ type queueKeys struct {
 	metrics   string // prefix of the metrics history: metrics + "m:<unix minute>", "h:<unix hour>"
 	waiting   string // ZSET: jobs waiting for their dependencies (workflow.go), score = created_at
 	outbox    string // HASH: resolutions for other queues' slots, delivered by workers (outbox.go)
+	ring      string // ZSET: the limit keys with jobs ready (keyready.go, scripts/lib.lua)
 	base      string // "jobs:{q}:": the per-job workflow keys are built on it
 }
 
@@ -52,11 +53,15 @@ func (k keys) queue(name string) queueKeys {
 		metrics:   base + "metrics:",
 		waiting:   base + "waiting",
 		outbox:    base + "outbox",
+		ring:      base + "keys",
 		base:      base,
 	}
 }
 
 func (q queueKeys) job(id string) string { return q.jobPrefix + id }
+
+// kready is the LIST of limit key k's ready jobs: keyed jobs wait there, not in ready.
+func (q queueKeys) kready(k string) string { return q.base + "kready:" + k }
 
 // deps is the SET of a waiting job's dependencies not yet ended ("queue\tid" members).
 func (q queueKeys) deps(id string) string { return q.base + "deps:" + id }

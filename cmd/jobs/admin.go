@@ -239,7 +239,9 @@ func purgeCommand(e *env) *cli.Command {
 		Name:      "purge",
 		Usage:     "delete every job of a queue in one state (needs --yes)",
 		ArgsUsage: "QUEUE",
-		Description: "States: ready, scheduled, retry, done, dead (running jobs: use jobs cancel). Example:\n\n" +
+		Description: "States: waiting, ready, scheduled, retry, done, dead (running jobs: use jobs cancel). Ready\n" +
+			"includes the jobs of every limit key (--limit-key); a key whose jobs are all purged leaves the\n" +
+			"keys the workers serve. Without --yes it says how many jobs it would delete. Example:\n\n" +
 			"   jobs purge emails --state dead --yes",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "state", Usage: "waiting, ready, scheduled, retry, done or dead (required)"},
@@ -271,7 +273,8 @@ func purgeCommand(e *env) *cli.Command {
 				for _, s := range stats {
 					if s.Name == q {
 						n = map[queue.State]int64{queue.StateReady: s.Ready, queue.StateScheduled: s.Scheduled,
-							queue.StateRetry: s.Retry, queue.StateDone: s.Done, queue.StateDead: s.Dead}[state]
+							queue.StateRetry: s.Retry, queue.StateDone: s.Done, queue.StateDead: s.Dead,
+							queue.StateWaiting: s.Waiting}[state]
 					}
 				}
 				return usagef("purge would delete %d %s jobs of %s: add --yes to do it", n, state, q)

@@ -133,7 +133,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xrange +xinfo|stream " +
 	"+zrank +zrevrank +pttl +xrevrange " +
-	"+srem +scard +hsetnx +hscan +smismember +srandmember"
+	"+srem +scard +hsetnx +hscan +smismember +srandmember +zscan"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line (no CLIENT among it: the registry of live processes never needs it), and checks
@@ -186,6 +186,12 @@ func TestACLUser(t *testing.T) {
 	run("limit", "rm", "default", "--key", "a")
 	keyed := strings.TrimSpace(run("enqueue", "--limit-key", "a", "t").stdout) // the worker below runs it
 	run("inspect", "--json", keyed)
+	// Keyed ready jobs read by stats (ZSCAN of the keys, LLEN), ls (their lists) and purge.
+	run("enqueue", "--queue", "keyed", "--limit-key", "k", "t")
+	run("stats", "--json")
+	run("ls", "keyed")
+	run("ls", "keyed", "--offset", "1")
+	run("purge", "keyed", "--state", "ready", "--yes")
 	aclDash(t, url)
 	aclCancelNotice(t, srv, admin)
 	// A worker and a scheduler: claim, heartbeat with progress, ack, exclusive lock, cron

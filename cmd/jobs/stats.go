@@ -18,8 +18,10 @@ func statsCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:  "stats",
 		Usage: "count every queue's jobs by state, today's processed and failed attempts, live workers and latency",
-		Description: "WORKERS counts the live workers claiming from the queue (jobs workers lists them);\n" +
-			"LATENCY is the age of the queue's oldest ready job (the next to be claimed), since it\n" +
+		Description: "READY counts every ready job, the jobs of limit keys (--limit-key) included (--json:\n" +
+			"keys_waiting, the keys with jobs ready). WORKERS counts the live workers claiming from the\n" +
+			"queue (jobs workers lists them); LATENCY is the age of the queue's oldest ready job among\n" +
+			"the next to be claimed (ready's next, the first limit key's next), since it\n" +
 			"became due: growing with jobs ready, the queue needs more workers. WAITING ON names the\n" +
 			"limit (jobs limit ls) that holds its ready jobs back now, and until when. --watch redraws every\n" +
 			"second with the throughput since the last draw. --history prints, per queue, the\n" +

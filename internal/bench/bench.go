@@ -6,8 +6,10 @@
 // and EnqueueBatch, worker.Worker with a Handler), so what it measures is what an
 // application gets.
 //
-// Each Run works on a queue of its own ("bench-<mode>-<random>") under the given prefix,
-// so runs never see each other's jobs. It leaves no job behind: jobs it enqueued but did
+// Each Run works on a queue of its own ("bench-" and 5 random characters) under the given
+// prefix, so runs never see each other's jobs. The name is as short as the peers' ("bench"
+// in BullMQ's harness, "default" in asynq's): it is in every job's key, so a longer one
+// would add its length to the bytes per job. It leaves no job behind: jobs it enqueued but did
 // not process are drained by a worker before Run returns, and its workers delete done jobs
 // at once (queue.Config.DoneRetention < 0). What stays is the queue's name in the
 // prefix's set of queues, at most a few wake tokens and the queue's event stream (capped
@@ -132,7 +134,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 	b := &bench{
 		o:       o,
 		client:  client,
-		queue:   "bench-" + o.Mode + "-" + strconv.FormatUint(rand.Uint64(), 36),
+		queue:   "bench-" + strconv.FormatUint(rand.Uint64N(36*36*36*36*36), 36),
 		payload: make([]byte, o.Payload),
 		prog:    newProgress(o.Progress, o.Mode),
 	}
