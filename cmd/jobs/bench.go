@@ -22,6 +22,7 @@ func benchCommand(e *env) *cli.Command {
 			"line (--json: the benchmark contract's JSON object). Modes: " + strings.Join(bench.Modes(), ", ") + ".\n" +
 			"Use a Redis (or --prefix) of its own: it adds and removes jobs there. Examples:\n\n" +
 			"   jobs bench --mode process --n 30000 --concurrency 100\n" +
+			"   jobs bench --mode process --n 30000 --queues 6 --backlog 1000000\n" +
 			"   jobs bench --mode latency --n 200 --json",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mode", Value: bench.ModeProcess, Usage: "what to measure: " + strings.Join(bench.Modes(), ", ")},
@@ -34,6 +35,8 @@ func benchCommand(e *env) *cli.Command {
 			&cli.IntFlag{Name: "limit-burst", Usage: "with --limit-rate, its burst"},
 			&cli.IntFlag{Name: "limit-keys", Usage: "spread the jobs over `N` limit keys (jobs enqueue --limit-key)"},
 			&cli.IntFlag{Name: "limit-key-concurrency", Usage: "set this key concurrency on the run's queue (jobs limit set --key-concurrency)"},
+			&cli.IntFlag{Name: "queues", Value: 1, Usage: fmt.Sprintf("spread the jobs over `N` queues (1 to %d), round-robin; the worker serves them all (not in fanout)", bench.MaxQueues)},
+			&cli.IntFlag{Name: "backlog", Usage: "keep `N` more jobs pending in the run's queues while it measures, untimed (process: ready behind its jobs; others: due in an hour), purged after (not in fanout)"},
 			&cli.BoolFlag{Name: "history", Value: true, Usage: "keep the worker's metrics history (--history=false: measure its cost; --events 0 turns the events off)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -42,6 +45,9 @@ func benchCommand(e *env) *cli.Command {
 			}
 			limit := queue.Limit{Concurrency: c.Int("limit-concurrency"), Burst: c.Int("limit-burst"),
 				KeyConcurrency: c.Int("limit-key-concurrency")}
+			if q := c.Int("queues"); q < 1 || q > bench.MaxQueues {
+				return usagef("--queues must be from 1 to %d, got %d", bench.MaxQueues, q)
+			}
 			if c.Int("limit-keys") < 0 {
 				return usagef("--limit-keys must be positive, got %d", c.Int("limit-keys"))
 			}
@@ -66,6 +72,7 @@ func benchCommand(e *env) *cli.Command {
 				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
 				Payload: c.Int("payload"), Progress: progress, Events: events,
 				NoHistory: !c.Bool("history"), Limit: limit, LimitKeys: c.Int("limit-keys"),
+				Queues: c.Int("queues"), Backlog: c.Int("backlog"),
 			})
 			if errors.Is(err, bench.ErrInvalid) || errors.Is(err, queue.ErrInvalid) {
 				return usagef("%v", err)
@@ -76,8 +83,15 @@ func benchCommand(e *env) *cli.Command {
 			if c.Bool("json") {
 				return printJSON(e.stdout, rec)
 			}
-			fmt.Fprintf(e.stdout, "%s n=%d c=%d: %.0f jobs/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-				rec.Mode, rec.N, rec.C, rec.JobsPerS, rec.P50Ms, rec.P99Ms, rec.MaxMs)
+			fmt.Fprintf(e.stdout, "%s n=%d c=%d", rec.Mode, rec.N, rec.C)
+			if rec.Queues > 1 {
+				fmt.Fprintf(e.stdout, " queues=%d", rec.Queues)
+			}
+			if rec.Backlog > 0 {
+				fmt.Fprintf(e.stdout, " backlog=%d", rec.Backlog)
+			}
+			fmt.Fprintf(e.stdout, ": %.0f jobs/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+				rec.JobsPerS, rec.P50Ms, rec.P99Ms, rec.MaxMs)
 			if rec.Mode == bench.ModeFanout {
 				fmt.Fprintf(e.stdout, "; plain %.0f jobs/s (children %.2fx); dependent started p99 %.2f ms across queues; %.0f bytes/edge",
 					rec.PlainJobsPerS, rec.Ratio, rec.P99CrossMs, rec.BytesPerEdge)

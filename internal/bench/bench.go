@@ -6,15 +6,16 @@
 // and EnqueueBatch, worker.Worker with a Handler), so what it measures is what an
 // application gets.
 //
-// Each Run works on a queue of its own ("bench-" and 5 random characters) under the given
-// prefix, so runs never see each other's jobs. The name is as short as the peers' ("bench"
-// in BullMQ's harness, "default" in asynq's): it is in every job's key, so a longer one
-// would add its length to the bytes per job. It leaves no job behind: jobs it enqueued but did
-// not process are drained by a worker before Run returns, and its workers delete done jobs
-// at once (queue.Config.DoneRetention < 0). What stays is the queue's name in the
-// prefix's set of queues, at most a few wake tokens and the queue's event stream (capped
-// at about queue.Config.Events entries): run it under a prefix of its own
-// (or flush that Redis) to leave nothing at all. A run interrupted by its context does not
+// Each Run works on a queue of its own ("bench-" and 5 random characters, or
+// Options.Queues of them, that name and "-<i>") under the given prefix, so runs never see
+// each other's jobs. The name is as short as the peers' ("bench" in BullMQ's harness,
+// "default" in asynq's): it is in every job's key, so a longer one would add its length to
+// the bytes per job. It leaves no job behind: jobs it enqueued but did not process are
+// drained by a worker before Run returns, its backlog is purged, and its workers delete
+// done jobs at once (queue.Config.DoneRetention < 0). What stays is each queue's name in
+// the prefix's set of queues, at most a few wake tokens and each queue's event stream
+// (capped at about queue.Config.Events entries): run it under a prefix of its own (or
+// flush that Redis) to leave nothing at all. A run interrupted by its context does not
 // drain.
 package bench
 
@@ -58,8 +59,12 @@ const (
 	// BatchSize is how many jobs one EnqueueBatch call carries, in every mode that
 	// enqueues in batches.
 	BatchSize = 1000
-	// JobType is the type of every job a run enqueues.
+	// JobType is the type of every job a run enqueues and measures.
 	JobType = "bench"
+	// MaxQueues is the most queues Options.Queues may spread a run over: each is a
+	// name left in the prefix's set of queues (see the package doc), and one worker
+	// serves them all.
+	MaxQueues = 10_000
 )
 
 // Options say what to measure.
@@ -91,6 +96,20 @@ type Options struct {
 	// (queue.LimitKey, round-robin), so the cost of per-key limits (Limit's Key fields)
 	// can be measured.
 	LimitKeys int
+	// Queues spreads the run's jobs over that many queues of its own, round-robin (each
+	// Enqueue call, each job of a batch), all served by the run's worker with weight 1,
+	// so the cost of many queues, or a Redis Cluster's spread of them over its nodes, can
+	// be measured. Limit, when set, is set on each. Not in fanout mode, which runs on two
+	// queues of its own. Default: 1; at most MaxQueues.
+	Queues int
+	// Backlog, when positive, is how many more jobs wait in the run's queues while it
+	// measures (untimed, never counted), so how the cost of a job grows with the jobs
+	// pending can be measured. In process mode they are ready jobs enqueued behind the N
+	// measured: a queue hands out its oldest job first, so the worker reaches them only
+	// once the N have started. In the other modes they are scheduled an hour ahead, so
+	// that a latency run's worker stays idle. They are spread over the queues as the
+	// run's jobs are, and purged before Run returns. Not in fanout mode.
+	Backlog int
 }
 
 // Record is the result of one run: one JSON line of the benchmark contract (DESIGN.md).
@@ -114,6 +133,10 @@ type Record struct {
 	Ratio         float64 `json:"ratio,omitempty"`
 	P99CrossMs    float64 `json:"p99_cross_ms,omitempty"`
 	BytesPerEdge  float64 `json:"bytes_per_edge,omitempty"`
+	// Queues and Backlog repeat Options.Queues (when above 1) and Options.Backlog, so a
+	// line says what it measured.
+	Queues  int `json:"queues,omitempty"`
+	Backlog int `json:"backlog,omitempty"`
 }
 
 // Run runs one benchmark on rdb, with keys under prefix (queue.Config.Prefix; empty
@@ -134,10 +157,11 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 	b := &bench{
 		o:       o,
 		client:  client,
-		queue:   "bench-" + strconv.FormatUint(rand.Uint64N(36*36*36*36*36), 36),
+		queues:  queueNames("bench-"+strconv.FormatUint(rand.Uint64N(36*36*36*36*36), 36), o.Queues),
 		payload: make([]byte, o.Payload),
 		prog:    newProgress(o.Progress, o.Mode),
 	}
+	b.queue = b.queues[0]
 	for i := range b.payload {
 		b.payload[i] = 'x'
 	}
@@ -145,40 +169,61 @@ func Run(ctx context.Context, rdb redis.UniversalClient, prefix string, o Option
 
 	limited := o.Limit != (queue.Limit{})
 	if limited {
-		if err := client.SetLimit(ctx, b.queue, o.Limit); err != nil {
-			return Record{}, fmt.Errorf("bench: %w", err)
+		for _, q := range b.queues {
+			if err := client.SetLimit(ctx, q, o.Limit); err != nil {
+				return Record{}, fmt.Errorf("bench: %w", err)
+			}
 		}
 	}
 	var rec Record
-	switch o.Mode {
-	case ModeEnqueue:
-		rec, err = b.enqueue(ctx)
-	case ModeEnqueueBatch:
-		rec, err = b.enqueueBatch(ctx)
-	case ModeProcess:
-		rec, err = b.process(ctx)
-	case ModeLatency:
-		rec, err = b.latency(ctx)
-	case ModeDelay:
-		rec, err = b.delay(ctx)
-	case ModeMemory:
-		rec, err = b.memory(ctx)
-	case ModeFanout:
-		rec, err = b.fanout(ctx)
+	if o.Backlog > 0 && o.Mode != ModeProcess { // process enqueues it behind its own jobs
+		err = b.fillBacklog(ctx)
+	}
+	if err == nil {
+		rec, err = b.measure(ctx)
 	}
 	if limited {
-		if lerr := client.RemoveLimit(context.WithoutCancel(ctx), b.queue); lerr != nil {
-			err = errors.Join(err, fmt.Errorf("bench: %w", lerr))
+		for _, q := range b.queues {
+			if lerr := client.RemoveLimit(context.WithoutCancel(ctx), q); lerr != nil {
+				err = errors.Join(err, fmt.Errorf("bench: %w", lerr))
+			}
 		}
 	}
 	if cerr := b.cleanup(ctx); cerr != nil {
-		err = errors.Join(err, fmt.Errorf("bench: cleanup of queue %s: %w", b.queue, cerr))
+		err = errors.Join(err, fmt.Errorf("bench: cleanup of %s: %w", b.where(), cerr))
+	}
+	if perr := b.purgeBacklog(ctx); perr != nil {
+		err = errors.Join(err, fmt.Errorf("bench: purge of the backlog: %w", perr))
 	}
 	if err != nil {
 		return Record{}, err
 	}
 	rec.System, rec.Mode, rec.N, rec.C = "jobs", o.Mode, o.N, o.Concurrency
+	rec.Backlog = o.Backlog
+	if o.Queues > 1 {
+		rec.Queues = o.Queues
+	}
 	return rec, nil
+}
+
+// measure runs the mode's measurement.
+func (b *bench) measure(ctx context.Context) (Record, error) {
+	switch b.o.Mode {
+	case ModeEnqueue:
+		return b.enqueue(ctx)
+	case ModeEnqueueBatch:
+		return b.enqueueBatch(ctx)
+	case ModeProcess:
+		return b.process(ctx)
+	case ModeLatency:
+		return b.latency(ctx)
+	case ModeDelay:
+		return b.delay(ctx)
+	case ModeMemory:
+		return b.memory(ctx)
+	default:
+		return b.fanout(ctx)
+	}
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -195,9 +240,19 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Payload > queue.DefaultMaxPayload:
 		return o, fmt.Errorf("%w: payload %d bytes is over the %d-byte limit of a job",
 			ErrInvalid, o.Payload, queue.DefaultMaxPayload)
+	case o.Queues < 0 || o.Queues > MaxQueues:
+		return o, fmt.Errorf("%w: queues must be from 1 to %d, got %d", ErrInvalid, MaxQueues, o.Queues)
+	case o.Backlog < 0:
+		return o, fmt.Errorf("%w: backlog %d is negative", ErrInvalid, o.Backlog)
+	case o.Mode == ModeFanout && (o.Queues > 1 || o.Backlog > 0):
+		return o, fmt.Errorf("%w: fanout runs on two queues of its own, with no backlog: "+
+			"queues and backlog are for the other modes", ErrInvalid)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.Queues == 0 {
+		o.Queues = 1
 	}
 	return o, nil
 }
@@ -206,7 +261,8 @@ func (o Options) withDefaults() (Options, error) {
 type bench struct {
 	o       Options
 	client  *queue.Client
-	queue   string // fresh per run
+	queues  []string // fresh per run, Options.Queues of them
+	queue   string   // queues[0]: the warm-up job's, and fanout's
 	payload []byte
 	prog    *progress
 
@@ -215,6 +271,7 @@ type bench struct {
 	enqueued atomic.Int64
 	handled  atomic.Int64
 	keyed    atomic.Int64 // jobs built so far, for their limit keys
+	spread   atomic.Int64 // jobs given a queue so far, for the next one's (nextQueue)
 }
 
 // stallTimeout is how long a wait may see no job start before it gives up: the worker
@@ -227,7 +284,7 @@ func (b *bench) job(opts ...queue.Option) queue.BatchJob {
 		opts = append(opts, queue.LimitKey("k"+strconv.FormatInt(b.keyed.Add(1)%int64(b.o.LimitKeys), 10)))
 	}
 	return queue.BatchJob{Type: JobType, Payload: b.payload,
-		Options: append([]queue.Option{queue.On(b.queue)}, opts...)}
+		Options: append([]queue.Option{queue.On(b.nextQueue())}, opts...)}
 }
 
 // enqueueBatches enqueues n jobs in batches of BatchSize from up to workers goroutines,

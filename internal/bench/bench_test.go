@@ -20,8 +20,12 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // has the contract's shape and that the run left no job behind, and returns it.
 func run(t *testing.T, o Options) Record {
 	t.Helper()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
+	return runIn(t, redistest.Client(t), redistest.Prefix(t), o)
+}
+
+// runIn is run on rdb under prefix, for tests that read what the run left in Redis.
+func runIn(t *testing.T, rdb redis.UniversalClient, prefix string, o Options) Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
@@ -136,6 +140,11 @@ func TestBadOptions(t *testing.T) {
 		{"negative concurrency", Options{Mode: ModeEnqueue, N: 1, Concurrency: -2}, "concurrency -2 is negative"},
 		{"negative payload", Options{Mode: ModeEnqueue, N: 1, Payload: -1}, "payload -1 bytes is negative"},
 		{"huge payload", Options{Mode: ModeEnqueue, N: 1, Payload: 2 << 20}, "over the 1048576-byte limit"},
+		{"negative queues", Options{Mode: ModeProcess, N: 1, Queues: -1}, "queues must be from 1 to 10000, got -1"},
+		{"too many queues", Options{Mode: ModeProcess, N: 1, Queues: MaxQueues + 1}, "queues must be from 1 to 10000, got 10001"},
+		{"negative backlog", Options{Mode: ModeLatency, N: 1, Backlog: -5}, "backlog -5 is negative"},
+		{"fanout over queues", Options{Mode: ModeFanout, N: 1, Queues: 2}, "fanout runs on two queues of its own"},
+		{"fanout with a backlog", Options{Mode: ModeFanout, N: 1, Backlog: 1}, "fanout runs on two queues of its own"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Run(context.Background(), rdb, redistest.Prefix(t), tc.o)

@@ -22,7 +22,7 @@ func (b *bench) enqueue(ctx context.Context) (Record, error) {
 	start := time.Now()
 	err := parallel(ctx, b.o.Concurrency, n, func(ctx context.Context, i int) error {
 		t0 := time.Now()
-		_, err := b.client.Enqueue(ctx, JobType, b.payload, queue.On(b.queue))
+		_, err := b.client.Enqueue(ctx, JobType, b.payload, queue.On(b.nextQueue()))
 		took[i] = time.Since(t0)
 		if err != nil {
 			return fmt.Errorf("bench: enqueue: %w", err)

@@ -58,7 +58,7 @@ func (b *bench) latency(ctx context.Context) (Record, error) {
 			return Record{}, ctx.Err()
 		}
 		t0 := time.Now()
-		id, err := b.client.Enqueue(ctx, JobType, b.payload, queue.On(b.queue))
+		id, err := b.client.Enqueue(ctx, JobType, b.payload, queue.On(b.nextQueue()))
 		if err != nil {
 			return Record{}, fmt.Errorf("bench: enqueue: %w", err)
 		}

@@ -25,6 +25,10 @@ import (
 // acknowledgements still outstanding. The worker's
 // graceful stop, which waits for every acknowledgement, is not timed: an idle worker may
 // take up to queue.MaxWait to notice it should stop.
+//
+// With Options.Backlog, that many jobs are enqueued (untimed) behind the N, in the same
+// queues: the worker takes them once the N have started and goes on with them until it
+// is stopped, uncounted; the rest are purged by Run.
 func (b *bench) process(ctx context.Context) (Record, error) {
 	n, c := b.o.N, b.o.Concurrency
 	var done atomic.Int64
@@ -32,11 +36,16 @@ func (b *bench) process(ctx context.Context) (Record, error) {
 	if _, err := b.enqueueBatches(ctx, n, c, &done, nil); err != nil {
 		return Record{}, err
 	}
+	if b.o.Backlog > 0 { // behind the N: ready, but reached only once they have started
+		if err := b.fillBacklog(ctx); err != nil {
+			return Record{}, err
+		}
+	}
 
 	took := make([]time.Duration, n)
-	ids := make([]string, n)
+	refs := make([]jobRef, n)
 	start := time.Now()
-	r, err := b.startWorker(ctx, c, n, ids, func(i int, _ *queue.Job, at time.Time) {
+	r, err := b.startWorker(ctx, c, n, refs, func(i int, _ *queue.Job, at time.Time) {
 		if i < n {
 			took[i] = at.Sub(start)
 		}
@@ -47,7 +56,7 @@ func (b *bench) process(ctx context.Context) (Record, error) {
 	b.prog.phase("process", int64(n), r.count)
 	err = r.wait(ctx)
 	if err == nil {
-		err = b.awaitAcks(ctx, ids[n-min(c, n):])
+		err = b.awaitAcks(ctx, refs[n-min(c, n):])
 	}
 	elapsed := time.Since(start)
 	if err = errors.Join(err, r.stop()); err != nil {
@@ -56,20 +65,20 @@ func (b *bench) process(ctx context.Context) (Record, error) {
 	return summary(n, elapsed, took), nil
 }
 
-// awaitAcks waits until each job of ids is acknowledged: deleted (done jobs are not
+// awaitAcks waits until each job of refs is acknowledged: deleted (done jobs are not
 // retained in a run) or done.
-func (b *bench) awaitAcks(ctx context.Context, ids []string) error {
+func (b *bench) awaitAcks(ctx context.Context, refs []jobRef) error {
 	deadline := time.Now().Add(stallTimeout)
-	return parallel(ctx, 16, len(ids), func(ctx context.Context, i int) error {
+	return parallel(ctx, 16, len(refs), func(ctx context.Context, i int) error {
 		for {
-			j, err := b.client.Get(ctx, b.queue, ids[i])
+			j, err := b.client.Get(ctx, refs[i].queue, refs[i].id)
 			switch {
 			case errors.Is(err, queue.ErrNotFound), err == nil && j.State == queue.StateDone:
 				return nil
 			case err != nil:
 				return fmt.Errorf("bench: %w", err)
 			case time.Now().After(deadline):
-				return fmt.Errorf("bench: job %s still %s after %s", ids[i], j.State, stallTimeout)
+				return fmt.Errorf("bench: job %s still %s after %s", refs[i].id, j.State, stallTimeout)
 			}
 		}
 	})

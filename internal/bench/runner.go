@@ -27,24 +27,32 @@ type runner struct {
 	mu     sync.Mutex
 	n      int      // handler calls, warm-up job excluded
 	target int      // reached is closed at the target-th call; 0: never
-	ids    []string // ids[i]: ID of the i-th job to start, for i < len(ids)
+	refs   []jobRef // refs[i]: the i-th job to start, for i < len(refs)
 }
 
-// startWorker starts a worker of the given concurrency. fn, when not nil, is called from
+// jobRef names one job: its queue and ID.
+type jobRef struct{ queue, id string }
+
+// startWorker starts a worker of the given concurrency on every queue of the run, each
+// of weight 1. fn, when not nil, is called from
 // the handler with the job's start index (0, 1, ... in start order; an index past the
 // expected count means a job ran twice, which at-least-once delivery allows), the job, and
 // the time the handler started; it runs concurrently with itself.
-func (b *bench) startWorker(ctx context.Context, concurrency, target int, ids []string,
+func (b *bench) startWorker(ctx context.Context, concurrency, target int, refs []jobRef,
 	fn func(i int, job *queue.Job, start time.Time)) (*runner, error) {
 	r := &runner{b: b, fn: fn, result: make(chan error, 1), reached: make(chan struct{}),
-		warm: make(chan struct{}), target: target, ids: ids}
+		warm: make(chan struct{}), target: target, refs: refs}
 	var history time.Duration // the default
 	if b.o.NoHistory {
 		history = -1
 	}
+	weights := make(map[string]int, len(b.queues))
+	for _, q := range b.queues {
+		weights[q] = 1
+	}
 	w, err := worker.New(b.client, worker.Config{
 		Handler:         worker.HandlerFunc(r.process),
-		Queues:          map[string]int{b.queue: 1},
+		Queues:          weights,
 		Concurrency:     concurrency,
 		Logger:          slog.New(errorsOnly{slog.Default().Handler()}),
 		HistoryInterval: history,
@@ -59,6 +67,9 @@ func (b *bench) startWorker(ctx context.Context, concurrency, target int, ids []
 
 func (r *runner) process(_ context.Context, job *queue.Job) error {
 	start := time.Now()
+	if job.Type == backlogType {
+		return nil // not the run's: process mode's worker reaches these after the N measured
+	}
 	r.b.handled.Add(1)
 	if job.Type == warmUpType {
 		r.once.Do(func() { close(r.warm) })
@@ -67,8 +78,8 @@ func (r *runner) process(_ context.Context, job *queue.Job) error {
 	r.mu.Lock()
 	i := r.n
 	r.n++
-	if i < len(r.ids) {
-		r.ids[i] = job.ID
+	if i < len(r.refs) {
+		r.refs[i] = jobRef{job.Queue, job.ID}
 	}
 	if r.n == r.target {
 		close(r.reached)
