@@ -186,10 +186,14 @@ func (c *Client) latencies(ctx context.Context, qs []string, heads [][]string, n
 	out := make([]time.Duration, len(qs))
 	pipe := c.rdb.Pipeline()
 	cmds := make([][]*redis.SliceCmd, len(qs))
+	ids := make([][]string, len(qs)) // ids[i][k]: the job cmds[i][k] reads
 	for i, q := range qs {
 		for _, id := range heads[i] {
 			if id != "" {
-				cmds[i] = append(cmds[i], pipe.HMGet(ctx, c.keys.queue(q).job(id), "created_at", "run_at"))
+				// type: present in every job's hash, so a head whose hash is gone is told
+				// apart from one whose created_at is its ID's time.
+				cmds[i] = append(cmds[i], pipe.HMGet(ctx, c.keys.queue(q).job(id), "created_at", "run_at", "type"))
+				ids[i] = append(ids[i], id)
 			}
 		}
 	}
@@ -200,13 +204,13 @@ func (c *Client) latencies(ctx context.Context, qs []string, heads [][]string, n
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	for i, cs := range cmds {
-		for _, cmd := range cs {
-			if len(cmd.Val()) != 2 {
+		for k, cmd := range cs {
+			if len(cmd.Val()) != 3 || cmd.Val()[2] == nil {
 				continue
 			}
 			created, _ := cmd.Val()[0].(string)
 			runAt, _ := cmd.Val()[1].(string)
-			if since := readySince(created, runAt); !since.IsZero() {
+			if since := readySince(ids[i][k], created, runAt); !since.IsZero() {
 				out[i] = max(out[i], now.Sub(since))
 			}
 		}

@@ -210,8 +210,8 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 				args[at] = count
 			}
 			cur, count, at = g, 0, len(args)
-			args = append(args, 0, g.typ, g.maxRetry, g.timeout, g.delay, g.at, g.excl,
-				g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta, g.after, g.batch, g.dependents, g.limitKey)
+			args = append(args, 0, g.typ, orDefault(g.maxRetry, DefaultMaxRetry), orDefault(g.timeout, DefaultTimeout.Milliseconds()),
+				g.delay, g.at, g.excl, g.uniqueTTL, flag(g.keep), flag(g.fresh), g.meta, g.after, g.batch, g.dependents, g.limitKey)
 		}
 		args = append(args, p.id, p.payload)
 		if p.ukey != "" {
@@ -221,6 +221,15 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 	}
 	args[at] = count
 	return args
+}
+
+// orDefault is v as an argument of enqueue.lua, or "" when it is def: the script leaves a
+// field at its default out of the job's hash (KEYS.md), and readers take it as that.
+func orDefault[T int | int64](v, def T) any {
+	if v == def {
+		return ""
+	}
+	return v
 }
 
 // readEnqueueReply fills in the results of the jobs of one enqueue.lua call from its reply:

@@ -45,13 +45,46 @@ func BenchmarkEnqueue(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			usec, calls := evalshaStats(b, c)
 			for b.Loop() {
 				if _, err := c.Enqueue(v.ctx, "bench", payload100); err != nil {
 					b.Fatal(err)
 				}
 			}
+			usec2, calls2 := evalshaStats(b, c)
+			if calls2 > calls {
+				b.ReportMetric(float64(usec2-usec)/float64(calls2-calls), "redis-us/call")
+			}
 		})
 	}
+}
+
+// evalshaStats returns the microseconds Redis spent in EVALSHA so far and the number of
+// calls (INFO commandstats): the difference over a benchmark is what its script calls
+// cost Redis itself, apart from the round trip and the client.
+func evalshaStats(b *testing.B, c *Client) (usec, calls int64) {
+	b.Helper()
+	info, err := c.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for kv := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "usec":
+				usec = n
+			case "calls":
+				calls = n
+			}
+		}
+	}
+	return usec, calls
 }
 
 // BenchmarkRoundTripFloor measures what any single-goroutine call costs on this machine,

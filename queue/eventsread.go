@@ -232,9 +232,10 @@ func isNoSuchKey(err error) bool {
 // decodeEntry builds the events of a stream entry written by the scripts (lib.lua's event
 // and write_events): one field, event, holding one line per event of the call that wrote
 // it, separated by newlines; each line holds name, id, type, attempt, worker and error
-// separated by tabs (the error last: it is the one value that may hold a tab). Each event
-// knows its place in the entry, which its cursor carries. A line that does not parse is
-// skipped, keeping the places of the others.
+// separated by tabs (the error last: it is the one value that may hold a tab). A line
+// without a tab is a job's ID alone: the event of the line before it again, for that job
+// (lib.lua's event writes repeats so). Each event knows its place in the entry, which its
+// cursor carries. A line that does not parse is skipped, keeping the places of the others.
 func decodeEntry(queue string, m redis.XMessage) []Event {
 	sid, ok := parseStreamID(m.ID)
 	if !ok {
@@ -245,6 +246,15 @@ func decodeEntry(queue string, m redis.XMessage) []Event {
 	out := make([]Event, 0, len(lines))
 	at := time.UnixMilli(int64(sid.ms))
 	for i, line := range lines {
+		if !strings.Contains(line, "\t") {
+			// A repeat of the line before, which must have been an event.
+			if n := len(out); n > 0 && out[n-1].idx == i-1 && line != "" {
+				e := out[n-1]
+				e.ID, e.idx = line, i
+				out = append(out, e)
+			}
+			continue
+		}
 		f := strings.SplitN(line, "\t", 6)
 		if len(f) != 6 {
 			continue

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 )
@@ -58,4 +59,27 @@ func encodeID(ms, hi, lo uint64) string {
 		hi >>= 5
 	}
 	return string(b[:])
+}
+
+// idTime is the time a generated ID was made at (its first 10 characters), or the zero
+// time when id is not a ULID: the creation time of a job whose hash has no created_at
+// (enqueue.lua leaves it out when the ID's time is within 1 s before Redis's clock).
+func idTime(id string) time.Time {
+	if len(id) != 26 {
+		return time.Time{}
+	}
+	var ms int64
+	for i := range len(id) {
+		v := strings.IndexByte(crockford, id[i])
+		if v < 0 {
+			return time.Time{}
+		}
+		if i < 10 {
+			ms = ms<<5 | int64(v)
+		}
+	}
+	if ms <= 0 || ms > maxJobMs {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }

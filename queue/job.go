@@ -116,6 +116,9 @@ type jobFields struct {
 	have   []bool
 	// attempts is the raw attempts field (JSON), decoded once every field is known.
 	attempts string
+	// Whether the hash has these fields: enqueue.lua leaves max_retry and timeout_ms out at
+	// their defaults, and created_at when the generated ID's time is it.
+	maxRetry, timeout, created bool
 }
 
 func (d *jobFields) set(k, v string) {
@@ -128,11 +131,11 @@ func (d *jobFields) set(k, v string) {
 	case "attempt":
 		j.Attempt = atoi(v)
 	case "max_retry":
-		j.MaxRetry = atoi(v)
+		j.MaxRetry, d.maxRetry = atoi(v), true
 	case "timeout_ms":
-		j.Timeout = time.Duration(atoi(v)) * time.Millisecond
+		j.Timeout, d.timeout = time.Duration(atoi(v))*time.Millisecond, true
 	case "created_at":
-		j.CreatedAt = msTime(v)
+		j.CreatedAt, d.created = msTime(v), true
 	case "run_at":
 		j.RunAt = msTime(v)
 	case "started_at":
@@ -200,8 +203,18 @@ func (d *jobFields) piece(i int, v string) {
 }
 
 // done returns the Job with its payload: the pieces joined in order, up to the first
-// missing one (nil when there is no payload field).
+// missing one (nil when there is no payload field), and the fields the hash leaves out
+// at their defaults filled in.
 func (d *jobFields) done() *Job {
+	if !d.maxRetry {
+		d.j.MaxRetry = DefaultMaxRetry
+	}
+	if !d.timeout {
+		d.j.Timeout = DefaultTimeout
+	}
+	if !d.created {
+		d.j.CreatedAt = idTime(d.j.ID)
+	}
 	d.j.Attempts = attemptsOf(d.j, d.attempts)
 	if len(d.have) == 0 || !d.have[0] {
 		return d.j

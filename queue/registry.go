@@ -292,11 +292,15 @@ func workersPerQueue(ps []*Process) map[string]int {
 	return n
 }
 
-// readySince is when a ready job became due: its run_at (delayed or retried) or its
-// enqueue time, from the fields of its hash.
-func readySince(createdAt, runAt string) time.Time {
+// readySince is when ready job id became due: its run_at (delayed or retried) or its
+// enqueue time, from the fields of its hash (created_at, or the ID's time when the hash
+// has none: see jobFields.done).
+func readySince(id, createdAt, runAt string) time.Time {
 	if t := msTime(runAt); !t.IsZero() {
 		return t
+	}
+	if createdAt == "" {
+		return idTime(id)
 	}
 	return msTime(createdAt)
 }

@@ -183,8 +183,9 @@ func TestEnqueueIntoWrongTypedKeysWritesNothing(t *testing.T) {
 		{"scheduled", qk.scheduled, []Option{Delay(time.Hour)}},
 		{"wake, ready job", qk.wake, nil},
 		{"wake, scheduled job", qk.wake, []Option{Delay(time.Hour)}},
+		{"events", qk.events, nil},
 	} {
-		c.rdb.Del(ctx, qk.ready, qk.scheduled, qk.wake)
+		c.rdb.Del(ctx, qk.ready, qk.scheduled, qk.wake, qk.events)
 		c.rdb.LPush(ctx, qk.ready, "old")
 		c.rdb.ZAdd(ctx, qk.scheduled, redis.Z{Score: 1, Member: "old"})
 		c.rdb.Set(ctx, tc.key, "not a list or set", 0)

@@ -17,12 +17,15 @@
 --                               call's events (<= 0: none)
 -- ARGV[4..] groups of jobs sharing their settings (a batch is usually one group, so a job
 --          costs two arguments), each a 15-value header followed by its jobs:
---          n (jobs in the group), type, max_retry, timeout_ms,
+--          n (jobs in the group), type, max_retry ("" = the default, 10: the field is left
+--          out, see KEYS.md), timeout_ms ("" = the default, 30 min: left out too),
 --          delay_ms (>= 0, from Redis's clock), at_ms (absolute ms; 0 = use delay_ms),
 --          exclusive ("" = not exclusive; else the lock name workers run it under),
 --          unique_ttl_ms (0 = not unique), unique_keep ("1": keep the unique key until its
 --          TTL, not just until the job finishes), fresh ("1": the client generated the IDs,
---          48-bit time + 80 random bits; "": the caller chose them), meta ("" = none;
+--          48-bit time + 80 random bits, and a job whose ID's time is at most 1 s before
+--          Redis's clock gets no created_at: the ID's time is it; "": the caller chose
+--          them), meta ("" = none;
 --          else key\tvalue\tkey\tvalue..., each pair stored as the hash field "m:" .. key),
 --          after ("" = none; else policy\tqueue\tid\tqueue\tid...: the jobs wait in
 --          state waiting, in jobs:{q}:waiting, with those dependencies in their pending SET
@@ -44,7 +47,8 @@
 --          so is a caller-chosen ID whose hash holds this call's nonce.
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
--- Clock    Redis TIME; at_ms is the only client time and is taken as given.
+-- Clock    Redis TIME; at_ms is taken as given, and a generated ID's time stands for
+--          created_at when it is at most 1 s before Redis's clock (the client's clock).
 -- Invariant a job hash and exactly one of ready/scheduled/waiting are written together, or nothing
 --          (a waiting job's pending set with it);
 --          an existing job hash is never overwritten; a unique key is taken in the same
@@ -55,6 +59,111 @@ local ready, scheduled, wakes, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, nonce, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local now = now_ms()
 local nargs = #ARGV
+
+-- id_ms is the time (ms) a generated ID starts with: its first 10 characters, Crockford
+-- base32 (ULID), or nil when they are not that. By arithmetic on the bytes: a table of
+-- the alphabet would be made on every call.
+local function id_ms(id)
+  if #id ~= 26 then return nil end
+  local ms = 0
+  for k = 1, 10 do
+    local c = string.byte(id, k)
+    local v
+    if c >= 48 and c <= 57 then
+      v = c - 48
+    elseif c >= 65 and c <= 90 and c ~= 73 and c ~= 76 and c ~= 79 and c ~= 85 then
+      -- A is 10; I, L, O and U are not in the alphabet.
+      v = c - 55
+      if c > 85 then v = v - 4 elseif c > 79 then v = v - 3 elseif c > 76 then v = v - 2 elseif c > 73 then v = v - 1 end
+    else
+      return nil
+    end
+    ms = ms * 32 + v
+  end
+  return ms
+end
+
+-- needs_created: a job needs its created_at field unless its ID was generated (fresh)
+-- with a time at most 1 s before now: then that time is the job's creation, as the
+-- client's clock saw it, and readers take it from the ID (a 10-byte listpack integer
+-- and its 12-byte name less per job). Later than now (a client's clock ahead of Redis's)
+-- or older: the field, Redis's time.
+local function needs_created(id, fresh)
+  if not fresh then return true end
+  local t = id_ms(id)
+  return not t or t > now or t < now - 1000
+end
+
+-- add_payload puts a job's payload in f after its m-th value and returns the new count:
+-- one field when it is at most 64 bytes or over 4 KiB, else 64-byte pieces payload,
+-- payload+1, ... (see the job hashes below). names caches the names 'payload+' .. p.
+local function add_payload(f, m, payload, names)
+  local size = #payload
+  if size <= 64 or size > 4096 then
+    f[m + 1] = 'payload'; f[m + 2] = payload
+    return m + 2
+  end
+  f[m + 1] = 'payload'; f[m + 2] = string.sub(payload, 1, 64)
+  m = m + 2
+  for p = 1, math.ceil(size / 64) - 1 do
+    local name = names[p]
+    if not name then name = 'payload+' .. p; names[p] = name end
+    f[m + 1] = name; f[m + 2] = string.sub(payload, p * 64 + 1, p * 64 + 64)
+    m = m + 2
+  end
+  return m
+end
+
+-- The fast path: one job due now, with a generated ID and no option but max_retry and
+-- timeout_ms (most Enqueue calls): the same writes in the same order as the general path
+-- below, without its tables and loops, which cost Redis more than the commands did.
+if nargs == 20 and ARGV[4] == '1' and ARGV[8] == '0' and ARGV[9] == '0' and ARGV[10] == '' and
+  ARGV[11] == '0' and ARGV[13] == '1' and ARGV[14] == '' and ARGV[15] == '' and ARGV[16] == '' and
+  ARGV[17] == '' and ARGV[18] == '' then
+  local id, typ = ARGV[19], ARGV[5]
+  local key = prefix .. id
+  -- A fresh ID that exists is this very call, resent: already enqueued.
+  if redis.call('EXISTS', key) == 1 then return {'1'} end
+  local r = redis.pcall('LPUSH', ready, id)
+  if type(r) == 'table' then return r end
+  r = redis.pcall('LPUSH', wakes, 'r')
+  if type(r) == 'table' then
+    redis.call('LTRIM', ready, 1, -1)
+    return r
+  end
+  if maxlen > 0 then
+    local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ .. '\t0\t\t')
+    if type(e) == 'table' then
+      redis.call('LTRIM', ready, 1, -1)
+      redis.call('LTRIM', wakes, 1, -1)
+      return e
+    end
+  end
+  if r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+  local payload = ARGV[20]
+  local size = #payload
+  local created = needs_created(id, true)
+  -- The defaults, a payload of at most two pieces and created_at from the ID: no table.
+  if ARGV[6] == '' and ARGV[7] == '' and size <= 128 and not created then
+    if size <= 64 then
+      redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', payload)
+    else
+      redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
+        'payload+1', string.sub(payload, 65))
+    end
+    return {'1'}
+  end
+  local f = {'type', typ}
+  local m = 2
+  if ARGV[6] ~= '' then f[3] = 'max_retry'; f[4] = ARGV[6]; m = 4 end
+  if ARGV[7] ~= '' then f[m + 1] = 'timeout_ms'; f[m + 2] = ARGV[7]; m = m + 2 end
+  f[m + 1] = 'state'; f[m + 2] = 'ready'
+  m = m + 2
+  if created then f[m + 1] = 'created_at'; f[m + 2] = now; m = m + 2 end
+  m = add_payload(f, m, payload, {})
+  redis.call('HSET', key, unpack(f, 1, m))
+  return {'1'}
+end
 
 -- Pass 1 decides every job's outcome with reads only; pass 2 writes. Scripts are not
 -- rolled back on error, so everything that can fail (a wrong-typed list or set, OOM on
@@ -263,15 +372,21 @@ if maxlen > 0 and (n_ready > 0 or due or waiting) then
     end
     i = j
   end
+  -- One entry: capped by its own XADD (MAXLEN ~), as write_events does; more: one XTRIM.
   for from = 1, ev.n, ev.per_entry do
-    local e = redis.pcall('XADD', events, '*', 'event',
-      table.concat(ev, '\n', from, math.min(from + ev.per_entry - 1, ev.n)))
+    local lines = table.concat(ev, '\n', from, math.min(from + ev.per_entry - 1, ev.n))
+    local e
+    if ev.n <= ev.per_entry then
+      e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', lines)
+    else
+      e = redis.pcall('XADD', events, '*', 'event', lines)
+    end
     if type(e) == 'table' and e.err then -- only the first can fail: the key's type
       undo(tokens)
       return e
     end
   end
-  redis.call('XTRIM', events, 'MAXLEN', '~', maxlen)
+  if ev.n > ev.per_entry then redis.call('XTRIM', events, 'MAXLEN', '~', maxlen) end
 end
 -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
 -- enqueue seldom pays for the trim.
@@ -285,17 +400,23 @@ local sub = string.sub
 -- Numbers given to redis.call are formatted on every call: format the shared ones once.
 local now_s = string.format('%d', now)
 local piece = {} -- piece[p] = 'payload+' .. p, made once per call, not once per job
+-- The created_at decision of the last ID's time part: a batch's generated IDs mostly share it.
+local last_t, last_needs = nil, nil
 k = 0
 i = 4
 while i <= nargs do
-  local unique = ARGV[i + 7] ~= '0'
+  local unique, fresh = ARGV[i + 7] ~= '0', ARGV[i + 9] == '1'
   local at = tonumber(ARGV[i + 5])
   local run_at = at
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
-  -- attempt is absent until the first claim (absent = 0): one field less per waiting job.
-  local f = {'type', ARGV[i + 1], 'max_retry', ARGV[i + 2], 'timeout_ms', ARGV[i + 3],
-    'created_at', now_s, 'state', 'ready'}
-  local base = 10
+  -- attempt is absent until the first claim (absent = 0): one field less per waiting job;
+  -- max_retry and timeout_ms are absent at their defaults ("" here).
+  local f = {'type', ARGV[i + 1]}
+  local base = 2
+  if ARGV[i + 2] ~= '' then f[3] = 'max_retry'; f[4] = ARGV[i + 2]; base = 4 end
+  if ARGV[i + 3] ~= '' then f[base + 1] = 'timeout_ms'; f[base + 2] = ARGV[i + 3]; base = base + 2 end
+  f[base + 1] = 'state'; f[base + 2] = 'ready'
+  base = base + 2
   local after, deps, policy = ARGV[i + 11], nil, nil
   if after ~= '' then
     -- policy, then queue\tid pairs: the pending set's members, and the after field
@@ -313,17 +434,17 @@ while i <= nargs do
       lines[#lines + 1] = deps[#deps]
       at_d = t2 + 1
     end
-    f[10] = 'waiting'
-    f[11] = 'after'; f[12] = table.concat(lines, '\n')
-    base = 12
+    f[base] = 'waiting'
+    f[base + 1] = 'after'; f[base + 2] = table.concat(lines, '\n')
+    base = base + 2
     if policy == 'run' then
-      f[13] = 'dep_policy'; f[14] = 'run'
-      base = 14
+      f[base + 1] = 'dep_policy'; f[base + 2] = 'run'
+      base = base + 2
     end
   elseif run_at > now then
-    f[10] = 'scheduled'
-    f[11] = 'run_at'; f[12] = string.format('%d', run_at)
-    base = 12
+    f[base] = 'scheduled'
+    f[base + 1] = 'run_at'; f[base + 2] = string.format('%d', run_at)
+    base = base + 2
   end
   if ARGV[i + 6] ~= '' then
     f[base + 1] = 'exclusive'; f[base + 2] = ARGV[i + 6]
@@ -388,20 +509,14 @@ while i <= nargs do
         redis.call('SET', ARGV[j + 2], id, 'PX', ttl)
         f[base] = ARGV[j + 2]
       end
-      local payload = ARGV[j + 1]
-      local size = #payload
-      local m = base + 2
-      if size <= 64 or size > 4096 then
-        f[m - 1] = 'payload'; f[m] = payload
-      else
-        f[m - 1] = 'payload'; f[m] = sub(payload, 1, 64)
-        for p = 1, math.ceil(size / 64) - 1 do
-          local name = piece[p]
-          if not name then name = 'payload+' .. p; piece[p] = name end
-          f[m + 1] = name; f[m + 2] = sub(payload, p * 64 + 1, p * 64 + 64)
-          m = m + 2
-        end
+      local m = base
+      local t = fresh and #id == 26 and sub(id, 1, 10)
+      if t ~= last_t then last_t, last_needs = t, needs_created(id, fresh) end
+      if last_needs then
+        f[m + 1] = 'created_at'; f[m + 2] = now_s
+        m = m + 2
       end
+      m = add_payload(f, m, ARGV[j + 1], piece)
       redis.call('HSET', keys[k], unpack(f, 1, m))
       if deps then redis.call('SADD', string.sub(prefix, 1, -5) .. 'deps:' .. id, unpack(deps)) end
       if dependents then redis.call('SADD', string.sub(prefix, 1, -5) .. 'dependents:' .. id, unpack(dependents)) end

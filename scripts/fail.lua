@@ -50,7 +50,7 @@ for i = 6, #ARGV, 5 do
       'attempts', 'limit_key')
     if job[8] then key_freed(prefix, job[8], id, now, wakes) end
     local outcome = 'dead'
-    if retry_in >= 0 and tonumber(job[1]) <= tonumber(job[2]) and not job[3] then outcome = 'retry' end
+    if retry_in >= 0 and tonumber(job[1]) <= max_retry(job[2]) and not job[3] then outcome = 'retry' end
     redis.call('HSET', key, 'last_error', err,
       'attempts', add_attempt(job[7], job[1], job[6], now, job[5], outcome, short))
     if outcome == 'retry' then

@@ -49,7 +49,7 @@ for _, id in ipairs(expired) do
     local err = 'lease expired: worker ' .. (job[3] or '?') .. ' stopped renewing it (crashed or cut off)'
     redis.call('HSET', key, 'last_error', err,
       'attempts', add_attempt(job[7], job[1], job[6], now, job[3], 'reaped', err))
-    if tonumber(job[1]) <= tonumber(job[2]) and not job[4] then
+    if tonumber(job[1]) <= max_retry(job[2]) and not job[4] then
       redis.call('HSET', key, 'state', 'ready', 'finished_at', now)
       redis.call('HDEL', key, 'lease')
       push_ready(ready, prefix, id, job[8], true, now)

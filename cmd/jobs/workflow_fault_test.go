@@ -16,7 +16,8 @@ import (
 )
 
 // eventsOf counts the events named name of job id in a queue's stream (KEYS.md: one
-// line per event, its name and the job's ID first, tab-separated).
+// line per event, its name and the job's ID first, tab-separated, or the job's ID alone
+// for a repeat of the event before).
 func eventsOf(ctx context.Context, t *testing.T, rdb *redis.Client, prefix, q, id string, name queue.EventName) int {
 	t.Helper()
 	entries, err := rdb.XRange(ctx, queueKeys{prefix, q}.key("events"), "-", "+").Result()
@@ -25,8 +26,18 @@ func eventsOf(ctx context.Context, t *testing.T, rdb *redis.Client, prefix, q, i
 	}
 	n := 0
 	for _, e := range entries {
+		// A line without a tab is the event of the line before it again, for the job it
+		// names.
+		last := ""
 		for _, line := range strings.Split(fmt.Sprint(e.Values["event"]), "\n") {
-			if strings.HasPrefix(line, string(name)+"\t"+id+"\t") {
+			ev, job, full := strings.Cut(line, "\t")
+			if full {
+				last = ev
+				job, _, _ = strings.Cut(job, "\t")
+			} else {
+				ev, job = last, line
+			}
+			if ev == string(name) && job == id {
 				n++
 			}
 		}
