@@ -92,3 +92,39 @@ func TestIdleFlusherExitsAndComesBack(t *testing.T) {
 		}
 	}
 }
+
+// While one batch is in flight, calls that arrive meanwhile leave in a second one, never a
+// third; every call gets its own answer.
+func TestSecondBatchLeavesWhileFirstIsOut(t *testing.T) {
+	var now, most atomic.Int64
+	b := New(100, func(_ context.Context, batch []int) []int {
+		n := now.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond) // a round trip
+		now.Add(-1)
+		out := make([]int, len(batch))
+		for i, v := range batch {
+			out[i] = v + 1
+		}
+		return out
+	})
+	var wg sync.WaitGroup
+	for g := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5 {
+				v := g*100 + i
+				if got, err := b.Do(context.Background(), v); err != nil || got != v+1 {
+					t.Errorf("Do(%d) = %d, %v", v, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if m := most.Load(); m != 2 {
+		t.Errorf("at most %d batches in flight at once, want 2", m)
+	}
+}
