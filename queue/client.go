@@ -162,7 +162,8 @@ func (c *Client) Config() Config { return c.cfg }
 // waiting at the deadline as well (and free the connection), build the Redis client with
 // ContextTimeoutEnabled; otherwise it waits up to its ReadTimeout in the background.
 //
-// Concurrent Enqueue calls share one script call per queue (see internal/coalesce).
+// Concurrent Enqueue calls share script calls, at most two in flight (see
+// internal/coalesce).
 func (c *Client) Enqueue(ctx context.Context, typ string, payload []byte, opts ...Option) (string, error) {
 	job, err := c.prepare(BatchJob{Type: typ, Payload: payload, Options: opts}, time.Now())
 	if err != nil {

@@ -2,8 +2,9 @@
 // enqueue or acknowledge one job share one Redis round trip and one script call.
 //
 // It batches opportunistically, with no timer: the first call flushes at once; calls that
-// arrive while a flush is out wait and leave together in the next one. A lone call
-// therefore pays no added latency, and batches grow only with concurrency.
+// arrive while a flush is out wait and leave together in the next one, or in a second
+// flush once half as many as the last one carried are waiting (at most two in flight). A
+// lone call therefore pays no added latency, and batches grow only with concurrency.
 package coalesce
 
 import (
