@@ -94,6 +94,20 @@ local function needs_created(id, fresh)
   return not t or t > now or t < now - 1000
 end
 
+-- refs splits 'queue\tid\tqueue\tid...' into its 'queue\tid' members (an after list's
+-- dependencies, a call's dependents).
+local function refs(s)
+  local out = {}
+  local at = 1
+  while at <= #s do
+    local t1 = string.find(s, '\t', at, true)
+    local t2 = string.find(s, '\t', t1 + 1, true) or (#s + 1)
+    out[#out + 1] = string.sub(s, at, t2 - 1)
+    at = t2 + 1
+  end
+  return out
+end
+
 -- add_payload puts a job's payload in f after its m-th value and returns the new count:
 -- one field when it is at most 64 bytes or over 4 KiB, else 64-byte pieces payload,
 -- payload+1, ... (see the job hashes below). names caches the names 'payload+' .. p.
@@ -423,19 +437,9 @@ while i <= nargs do
     -- (queue\tid lines) that keeps the whole list for readers once the set empties.
     local t = string.find(after, '\t', 1, true)
     policy = string.sub(after, 1, t - 1)
-    deps = {}
-    local lines = {}
-    local rest = string.sub(after, t + 1)
-    local at_d = 1
-    while at_d <= #rest do
-      local t1 = string.find(rest, '\t', at_d, true)
-      local t2 = string.find(rest, '\t', t1 + 1, true) or (#rest + 1)
-      deps[#deps + 1] = string.sub(rest, at_d, t2 - 1)
-      lines[#lines + 1] = deps[#deps]
-      at_d = t2 + 1
-    end
+    deps = refs(string.sub(after, t + 1))
     f[base] = 'waiting'
-    f[base + 1] = 'after'; f[base + 2] = table.concat(lines, '\n')
+    f[base + 1] = 'after'; f[base + 2] = table.concat(deps, '\n')
     base = base + 2
     if policy == 'run' then
       f[base + 1] = 'dep_policy'; f[base + 2] = 'run'
@@ -456,15 +460,7 @@ while i <= nargs do
   end
   local dependents = nil
   if ARGV[i + 13] ~= '' then
-    dependents = {}
-    local rest = ARGV[i + 13]
-    local at_d = 1
-    while at_d <= #rest do
-      local t1 = string.find(rest, '\t', at_d, true)
-      local t2 = string.find(rest, '\t', t1 + 1, true) or (#rest + 1)
-      dependents[#dependents + 1] = string.sub(rest, at_d, t2 - 1)
-      at_d = t2 + 1
-    end
+    dependents = refs(ARGV[i + 13])
     f[base + 1] = 'dependents'; f[base + 2] = '1'
     base = base + 2
   end
