@@ -358,8 +358,8 @@ if type(r) == 'table' and r.err then
 end
 -- One event per job written, after the writes above: the script has changed something by
 -- now, so a full Redis cannot refuse the XADD (it refused the LPUSH or ZADD already). The
--- call's events are entries of up to 16 (lib.lua's event_buf), each XADD checked (a key
--- of the wrong type fails the first) so that the call can be undone.
+-- call's events are entries of up to 16 (lib.lua's event_buf and write_events), each XADD
+-- checked (a key of the wrong type fails the first) so that the call can be undone.
 if maxlen > 0 and (n_ready > 0 or due or waiting) then
   local tokens = math.min(n_ready, 64)
   if due then tokens = tokens + 1 end
@@ -386,21 +386,11 @@ if maxlen > 0 and (n_ready > 0 or due or waiting) then
     end
     i = j
   end
-  -- One entry: capped by its own XADD (MAXLEN ~), as write_events does; more: one XTRIM.
-  for from = 1, ev.n, ev.per_entry do
-    local lines = table.concat(ev, '\n', from, math.min(from + ev.per_entry - 1, ev.n))
-    local e
-    if ev.n <= ev.per_entry then
-      e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', lines)
-    else
-      e = redis.pcall('XADD', events, '*', 'event', lines)
-    end
-    if type(e) == 'table' and e.err then -- only the first can fail: the key's type
-      undo(tokens)
-      return e
-    end
+  local e = write_events(ev, true)
+  if e then
+    undo(tokens)
+    return e
   end
-  if ev.n > ev.per_entry then redis.call('XTRIM', events, 'MAXLEN', '~', maxlen) end
 end
 -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
 -- enqueue seldom pays for the trim.

@@ -112,28 +112,31 @@ end
 
 -- write_events appends the call's events (buffer b) to the stream as entries of up to
 -- b.per_entry events (one entry for most calls), and caps the stream at about maxlen
--- entries (MAXLEN ~: Redis drops whole nodes of old entries, never one at a time): on the
--- XADD itself when the call has one entry (one command, not two), else with one XTRIM
--- after the last. Nothing when the call had no event. The entry's ID is Redis's clock, so
--- entries are in commit order per queue, and a call's events are in its order within it.
+-- entries (MAXLEN ~: Redis drops whole nodes of old entries, never one at a time) on the
+-- last XADD, one command fewer per call than an XTRIM of its own. Nothing when the call
+-- had no event. The entry's ID is Redis's clock, so entries are in commit order per
+-- queue, and a call's events are in its order within it.
 -- Call it only after the script's first write: XADD is a deny-oom command, which Redis at
 -- maxmemory (noeviction) refuses only as a script's first change, so events written after
--- a removal can never make an ack, fail or reap fail on a full Redis. The cap rides on the
--- last XADD (its MAXLEN ~), one command fewer per call than an XTRIM of its own.
-local function write_events(b)
-  if b.n == 0 then return end
-  if b.n <= b.per_entry then
-    redis.call('XADD', b.key, 'MAXLEN', '~', b.maxlen, '*', 'event', table.concat(b, '\n', 1, b.n))
-    return
-  end
+-- a removal can never make an ack, fail or reap fail on a full Redis. checked: each XADD
+-- goes through redis.pcall and the first error reply is returned (only the first can
+-- fail: the key's type), for a caller that undoes its writes (enqueue.lua); else an error
+-- ends the script.
+local function write_events(b, checked)
+  if b.n == 0 then return nil end
+  local call = redis.call
+  if checked then call = redis.pcall end
   for i = 1, b.n, b.per_entry do
     local lines = table.concat(b, '\n', i, math.min(i + b.per_entry - 1, b.n))
+    local e
     if i + b.per_entry > b.n then
-      redis.call('XADD', b.key, 'MAXLEN', '~', b.maxlen, '*', 'event', lines)
+      e = call('XADD', b.key, 'MAXLEN', '~', b.maxlen, '*', 'event', lines)
     else
-      redis.call('XADD', b.key, '*', 'event', lines)
+      e = call('XADD', b.key, '*', 'event', lines)
     end
+    if type(e) == 'table' and e.err then return e end
   end
+  return nil
 end
 
 -- max_retry is a job's max_retry field as a number: absent, as enqueue.lua leaves it for a
