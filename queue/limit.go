@@ -260,7 +260,7 @@ func (c *Client) limit(ctx context.Context, queue string, a limitArgs) error {
 	for _, k := range a.keys {
 		args = append(args, k)
 	}
-	err := c.run(ctx, scripts.Limit, []string{qk.limit, qk.events}, args...).Err()
+	err := c.run(ctx, scripts.Limit, []string{qk.limit, qk.events, qk.active}, args...).Err()
 	if err != nil {
 		return fmt.Errorf("limit %s: %w", queue, err)
 	}

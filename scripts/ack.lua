@@ -38,7 +38,7 @@
 
 local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], ev = event_buf(KEYS[4], tonumber(ARGV[7])),
   prefix = ARGV[1], stats = ARGV[2], retention = tonumber(ARGV[3]), retention_s = ARGV[3], done_max = tonumber(ARGV[4]),
-  dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6]), wakes = KEYS[7]}
+  dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6]), wakes = KEYS[7], track = {limit = KEYS[5]}}
 local now = now_ms()
 local out = ack_jobs(k, now, ARGV, 8)
 wake_freed(KEYS[5], KEYS[1], KEYS[6], KEYS[7], k.freed, 0, now)

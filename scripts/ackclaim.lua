@@ -47,7 +47,7 @@ local us, now = now_us()
 local active, prefix = KEYS[1], ARGV[1]
 local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[6], tonumber(ARGV[11])),
   prefix = prefix, stats = ARGV[2], retention = tonumber(ARGV[3]), retention_s = ARGV[3], done_max = tonumber(ARGV[4]),
-  dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), wakes = KEYS[8]}
+  dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), wakes = KEYS[8], track = {limit = KEYS[7]}}
 local acks = ack_jobs(k, now, ARGV, 12)
 local out, limit, conc = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
   tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev)

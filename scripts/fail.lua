@@ -35,7 +35,7 @@ local retention, dead_max, maxlen = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumb
 local ev = event_buf(events, maxlen)
 local now = now_ms()
 local out, retries = {}, 0
-local failed = 0
+local failed, track = 0, {limit = KEYS[6]}
 for i = 6, #ARGV, 5 do
   local id, err, retry_in, short = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
   local key = prefix .. id
@@ -48,7 +48,7 @@ for i = 6, #ARGV, 5 do
     failed = failed + 1
     local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel', 'type', 'worker', 'started_at',
       'attempts', 'limit_key')
-    if job[8] then key_freed(prefix, job[8], id, now, wakes) end
+    if job[8] then key_freed(prefix, job[8], id, now, wakes, track) end
     local outcome = 'dead'
     if retry_in >= 0 and tonumber(job[1]) <= max_retry(job[2]) and not job[3] then outcome = 'retry' end
     redis.call('HSET', key, 'last_error', err,

@@ -49,7 +49,7 @@ local pause_key = ARGV[5] == 'k'
 local maxlen = tonumber(ARGV[7])
 local ev = event_buf(events, maxlen)
 local now = nil
-local out, n, freed = {}, 0, 0
+local out, n, freed, track = {}, 0, 0, {limit = KEYS[7]}
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]
   local key = prefix .. id
@@ -68,7 +68,7 @@ for i = 8, #ARGV, 2 do
     freed = freed + 1
     if job[6] then
       now = now or now_ms()
-      key_freed(prefix, job[6], id, now, wakes)
+      key_freed(prefix, job[6], id, now, wakes, track)
     end
     redis.call('HINCRBY', key, 'attempt', -1)
     if job[2] or delay > 0 then now = now or now_ms() end

@@ -9,6 +9,9 @@
 --                               job with progress (k < p)
 -- then ARGV[...+2k], [...+2k+1] id, lease token: one pair per other job
 --                               (<= 1000 jobs in all, queue's proto.MaxBatch)
+-- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:limit (HASH,
+--          read: ktrack) and, while its ktrack is '1', jobs:{q}:kactive:K (ZSET, ZADD XX)
+--          of each keyed job renewed
 -- Returns  {lost, cancelled}: the lease tokens that are lost (the job's token is another,
 --          its lease deadline passed, or the job is gone: their runs must stop, and nothing of theirs will be
 --          accepted, progress included), and the tokens of jobs an operator cancelled
@@ -58,9 +61,12 @@ if #ids > 0 then
   redis.call('ZREM', active, unpack(ids))
   redis.call('ZADD', active, unpack(renewed))
 end
--- A keyed job's lease under its key (what the key's concurrency counts) moves with it.
-for _, kj in ipairs(keyed) do
-  redis.call('ZADD', key_base(prefix) .. 'kactive:' .. kj[1], 'XX', deadline, kj[2])
+-- A keyed job's lease under its key (what the key's concurrency counts) moves with it,
+-- while the keys' leases are kept (the limits' ktrack flag, see limit.lua).
+if #keyed > 0 and redis.call('HGET', key_base(prefix) .. 'limit', 'ktrack') == '1' then
+  for _, kj in ipairs(keyed) do
+    redis.call('ZADD', key_base(prefix) .. 'kactive:' .. kj[1], 'XX', deadline, kj[2])
+  end
 end
 for _, i in ipairs(progress) do
   redis.call('HSET', prefix .. ARGV[i], 'progress', ARGV[i + 2], 'progress_msg', ARGV[i + 3], 'progress_at', now)

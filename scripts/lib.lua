@@ -211,7 +211,10 @@ end
 -- head-of-line blocking). All in the queue's slot; base is "jobs:{q}:":
 --   base..'kready:'..K   LIST  K's ready jobs (LPUSH, claims RPOP: oldest first)
 --   base..'kactive:'..K  ZSET  job ID -> lease deadline (ms): K's leases, which its
---                              concurrency counts (unexpired ones only)
+--                              concurrency counts (unexpired ones only). Kept only while
+--                              the limits hash's field ktrack is '1': while some key's
+--                              concurrency could bind (limit.lua); else no key has one,
+--                              and a claim and an ack of a keyed job pay nothing for it
 --   base..'ktat:'..K     STRING K's GCRA tat (us), expiring when it is due (no garbage)
 --   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua,
 --                              which scores K at the pause's end; key_freed leaves it there)
@@ -257,8 +260,13 @@ end
 -- slot is free at once. A key the ring holds back until later (its concurrency, most
 -- likely; not a handler's pause) is brought forward to now, and one worker is woken (wakes: the wake list, nil
 -- for none) to claim it; if its rate still holds it back, that claim puts it back at its
--- next token.
-local function key_freed(prefix, lkey, id, now, wakes)
+-- next token. Only while the leases are kept (track: {limit = jobs:{q}:limit}, one per
+-- script call, which reads the limits' ktrack flag once, at its first keyed job): else
+-- there is no lease to end, and no key is held back by a concurrency (limit.lua brings
+-- them forward when the flag goes off).
+local function key_freed(prefix, lkey, id, now, wakes, track)
+  if track.on == nil then track.on = redis.call('HGET', track.limit, 'ktrack') == '1' end
+  if not track.on then return end
   local base = key_base(prefix)
   redis.call('ZREM', base .. 'kactive:' .. lkey, id)
   local at = tonumber(redis.call('ZSCORE', base .. 'keys', lkey))
@@ -312,6 +320,8 @@ end
 -- concurrency is above the queue's unexpired leases plus its share here cannot be full
 -- after this claim: its leases are not counted (one ZCOUNT or ZCARD of active for the
 -- claim instead of a ZCOUNT per key), and a limit that never binds costs no call per key.
+-- Nor does one that cannot bind (g.ktrack false: no key's concurrency is below the queue's,
+-- see limit.lua): no key's leases are kept, counted or added to.
 local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, keyof)
   local fields = {'key'}
   for i, k in ipairs(due) do fields[i + 1] = 'key:' .. k end
@@ -322,9 +332,12 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     local left = want - #ids
     if left <= 0 then break end
     local sp = key_spec(specs[i + 1]) or default
-    local r = {key = k, list = base .. 'kready:' .. k, act = base .. 'kactive:' .. k, ids = {}, popped = 0}
+    local r = {key = k, list = base .. 'kready:' .. k, ids = {}, popped = 0}
+    -- Every key's leases are kept while any key's concurrency could bind: a concurrency
+    -- set on this key later applies to its running jobs on the next claim.
+    if g.ktrack then r.act = base .. 'kactive:' .. k end
     local room = math.ceil(left / (#due - i + 1))
-    if sp and sp.conc > 0 then
+    if sp and sp.conc > 0 and r.act then
       -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
       g.running = g.running or redis.call('ZCARD', active)
       if sp.conc - g.running <= room then
@@ -385,7 +398,7 @@ local function key_claimed(ring, recs, deadline, now, now_us)
   end
   for _, r in ipairs(recs) do
     local m = #r.ids
-    if m > 0 then
+    if m > 0 and r.act then
       local z = {}
       for _, id in ipairs(r.ids) do z[#z + 1] = deadline; z[#z + 1] = id end
       redis.call('ZADD', r.act, unpack(z))
@@ -623,7 +636,7 @@ end
 -- gets one event in k.ev: done, or dead for a cancelled one (whose attempt is also recorded
 -- in its history; a done attempt needs no record, see add_attempt). k.freed is set to the
 -- number of jobs settled (slots freed, for wake_freed). A keyed job's slot under its key
--- is freed too (key_freed; k.wakes: the wake list).
+-- is freed too (key_freed; k.wakes: the wake list, k.track: its {limit = jobs:{q}:limit}).
 local function ack_jobs(k, now, argv, from)
   local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
@@ -661,7 +674,7 @@ local function ack_jobs(k, now, argv, from)
     local key = prefix .. id
     local token = argv[at[n] + 1]
     local job = held[n]
-    if job[10] then key_freed(prefix, job[10], id, now, k.wakes) end
+    if job[10] then key_freed(prefix, job[10], id, now, k.wakes, k.track) end
     if job[4] then
       local h = redis.call('HMGET', key, 'started_at', 'attempts')
       redis.call('HSET', key, 'last_error', 'cancelled by operator', 'attempts',
@@ -705,8 +718,9 @@ end
 -- g.n the jobs allowed; g.why 1 when the concurrency limit cut n, 2 when the rate did
 -- (nil: neither); with a concurrency limit, g.running (the unexpired leases) and g.free
 -- (the slots left: limit - running); and, with a rate, g.tau (us between tokens), g.burst, g.base (the GCRA's
--- theoretical arrival time, never before now). An unlimited queue costs one HMGET of a
--- missing key.
+-- theoretical arrival time, never before now); g.ktrack, whether the keys' leases are
+-- kept (the field ktrack, see limit.lua). An unlimited queue costs one HMGET of a missing
+-- key.
 -- Concurrency counts unexpired leases (ZCOUNT of deadlines after now), never a counter: a
 -- dead worker's slots come back at its lease deadline, with nothing to repair or drift.
 -- Rate is GCRA (the generic cell rate algorithm): one stored time, tat; a start is allowed
@@ -714,8 +728,8 @@ end
 -- size burst refilled one token per tau, exact, with no counter to drift and no window
 -- edge to double up on: at most rate + burst - 1 starts in any window of one period.
 local function limit_room(limit, active, n, now, now_us)
-  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat')
-  local g = {n = n, conc = tonumber(l[1]) or 0}
+  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'ktrack')
+  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6] == '1'}
   if g.conc > 0 then
     g.running = redis.call('ZCOUNT', active, '(' .. now, '+inf')
     g.free = g.conc - g.running

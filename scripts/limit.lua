@@ -9,6 +9,12 @@
 --                               limit key) and key:<K> (a key's own), see ARGV[12..]
 -- KEYS[2]  jobs:{q}:events      STREAM one 'limit' entry per call that changed something,
 --                               its error field the limits now ("" when none is left)
+-- KEYS[3]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms), read when the field
+--                               ktrack flips (below)
+-- Keys     named from KEYS[1] ("jobs:{q}:", see lib.lua's keyed jobs), when ktrack flips:
+--          jobs:{q}:job:<id> (read: limit_key) of each job in active, jobs:{q}:kactive:K
+--          of their keys (rebuilt or deleted) and jobs:{q}:keys and jobs:{q}:kpause:K
+--          (keys brought forward when ktrack goes off)
 -- ARGV[1]  concurrency          "": unchanged; "0": removed; N > 0: set
 -- ARGV[2]  rate                 "": unchanged; "0": removed (with period_ms, burst, tat);
 --                               N > 0: set with ARGV[3] and ARGV[4]
@@ -33,8 +39,17 @@
 --                               nothing is left in it. A key's rate state (its tat, in
 --                               jobs:{q}:ktat:K) is kept: a changed key rate applies from
 --                               the key's next token.
+--          The field ktrack is '1' while some key's concurrency could bind: a default or
+--          own key concurrency below the queue's concurrency, or with none on the queue (a
+--          key's leases are among the queue's, which a claim never takes past its limit).
+--          Only then are the keys' leases kept (jobs:{q}:kactive:K): when it goes on, every
+--          kactive:K is rebuilt from the leases in active (O(jobs running), once per
+--          change), so a key concurrency set on running jobs counts them at the next
+--          claim; when it goes off, they are deleted, and the keys the ring holds back
+--          for later, not by a handler's pause, are brought forward to now (a claim puts
+--          one its rate holds back at its next token again).
 -- Returns  1 if the limits changed, 0 if they already were so (nothing written).
--- Clock    none.
+-- Clock    Redis TIME, only when ktrack goes off (the ring's now).
 -- Invariant a queue rate whose rate, period or burst changed starts afresh (tat removed: a full
 --          burst is allowed at once); an unchanged one keeps its tat, so setting the
 --          same limits again never lets a burst through. The hash is gone when no limit
@@ -95,6 +110,65 @@ elseif kc ~= '' or kr ~= '' then
   end
 end
 if not changed then return 0 end
+
+-- zadd_all adds the score/member pairs of z to the ZSET key, 1,000 pairs a call: unpack
+-- fails past a few thousand values, and a key may have more jobs running.
+local function zadd_all(key, z)
+  for i = 1, #z, 2000 do
+    redis.call('ZADD', key, unpack(z, i, math.min(i + 1999, #z)))
+  end
+end
+
+-- ktrack: could some key's concurrency bind (see the header)?
+local h, track = {}, false
+local all = redis.call('HGETALL', limit)
+for i = 1, #all, 2 do h[all[i]] = all[i + 1] end
+local qconc = tonumber(h.concurrency) or 0
+for f, v in pairs(h) do
+  if f == 'key' or string.sub(f, 1, 4) == 'key:' then
+    local c = tonumber(string.match(v, '^(%d+) '))
+    if c and c > 0 and (qconc == 0 or c < qconc) then
+      track = true
+      break
+    end
+  end
+end
+if track ~= (h.ktrack == '1') then
+  local base = string.sub(limit, 1, -6)
+  -- Every lease in active (expired ones too, until reaped: kactive:K holds exactly the
+  -- leases of K's jobs in active), grouped by key.
+  local leases, byk, keys = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'), {}, {}
+  for i = 1, #leases, 2 do
+    local lk = redis.call('HGET', base .. 'job:' .. leases[i], 'limit_key')
+    if lk then
+      if not byk[lk] then
+        byk[lk] = {}
+        keys[#keys + 1] = lk
+      end
+      local z = byk[lk]
+      z[#z + 1] = leases[i + 1]
+      z[#z + 1] = leases[i]
+    end
+  end
+  for _, lk in ipairs(keys) do redis.call('DEL', base .. 'kactive:' .. lk) end
+  if track then
+    redis.call('HSET', limit, 'ktrack', '1')
+    for _, lk in ipairs(keys) do zadd_all(base .. 'kactive:' .. lk, byk[lk]) end
+  else
+    redis.call('HDEL', limit, 'ktrack')
+    -- No key waits on a concurrency now: none may stay held back for one.
+    local us = now_us()
+    local ring = base .. 'keys'
+    local later, places = redis.call('ZRANGEBYSCORE', ring, '(' .. us, '+inf'), {}
+    for _, lk in ipairs(later) do
+      if redis.call('EXISTS', base .. 'kpause:' .. lk) == 0 then
+        places[#places + 1] = us
+        places[#places + 1] = lk
+      end
+    end
+    zadd_all(ring, places)
+  end
+end
 local now = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst')
 local desc = {}
 if now[1] then desc[#desc + 1] = 'concurrency ' .. now[1] end

@@ -7,7 +7,9 @@
 -- KEYS[2]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- Keys     named from KEYS[2]'s ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
 --          (ZSET, the ring of keys with ready jobs), and of each key K reported,
---          jobs:{q}:kactive:K (ZSET) and jobs:{q}:ktat:K (STRING)
+--          jobs:{q}:kactive:K (ZSET) and jobs:{q}:ktat:K (STRING); while the keys' leases
+--          are not kept (the limits' ktrack is not '1', see limit.lua), jobs:{q}:job:<id>
+--          of each unexpired lease in active instead (read: limit_key; O(jobs running))
 -- ARGV[]   limit keys to report besides those below (a job's key, for `jobs inspect`)
 -- Returns  {now_ms, concurrency, rate, period_ms, burst, tat_us, running, first_deadline_ms,
 --          key_default, keys_waiting, key, key...}: a missing limit or tat is 0; running
@@ -23,7 +25,7 @@
 -- Invariant read only.
 
 local now = now_ms()
-local l = redis.call('HMGET', KEYS[1], 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'key')
+local l = redis.call('HMGET', KEYS[1], 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'key', 'ktrack')
 local running = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
 local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local base = string.sub(KEYS[2], 1, -7)
@@ -51,11 +53,27 @@ for _, k in ipairs(redis.call('ZRANGE', ring, 0, 19)) do
     order[#order + 1] = k
   end
 end
+-- Without the keys' leases (no key concurrency could bind), the reported keys' running
+-- jobs and earliest deadlines are counted from active's unexpired leases.
+local n, firsts = {}, {}
+if l[7] ~= '1' and #order > 0 then
+  local leases = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES')
+  for i = 1, #leases, 2 do
+    local k = redis.call('HGET', base .. 'job:' .. leases[i], 'limit_key')
+    if k and seen[k] then
+      n[k] = (n[k] or 0) + 1
+      firsts[k] = firsts[k] or tonumber(leases[i + 1])
+    end
+  end
+end
 for _, k in ipairs(order) do
-  local act = base .. 'kactive:' .. k
-  local f = redis.call('ZRANGEBYSCORE', act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local running, first_at = n[k] or 0, firsts[k] or 0
+  if l[7] == '1' then
+    local act = base .. 'kactive:' .. k
+    local f = redis.call('ZRANGEBYSCORE', act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    running, first_at = redis.call('ZCOUNT', act, '(' .. now, '+inf'), tonumber(f[2]) or 0
+  end
   local due = redis.call('ZSCORE', ring, k)
-  out[#out + 1] = {k, own[k] or '', redis.call('ZCOUNT', act, '(' .. now, '+inf'), tonumber(f[2]) or 0,
-    redis.call('GET', base .. 'ktat:' .. k) or '0', tonumber(due) or -1}
+  out[#out + 1] = {k, own[k] or '', running, first_at, redis.call('GET', base .. 'ktat:' .. k) or '0', tonumber(due) or -1}
 end
 return out

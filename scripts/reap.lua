@@ -38,13 +38,13 @@ local retention, dead_max, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumb
 local ev = event_buf(events, maxlen)
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', active, '-inf', now, 'LIMIT', 0, limit)
-local n_ready = 0
+local n_ready, track = 0, {limit = KEYS[6]}
 for _, id in ipairs(expired) do
   redis.call('ZREM', active, id)
   local key = prefix .. id
   local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'worker', 'cancel', 'type', 'started_at',
     'attempts', 'limit_key')
-  if job[8] then key_freed(prefix, job[8], id, now, wakes) end
+  if job[8] then key_freed(prefix, job[8], id, now, wakes, track) end
   if job[1] then
     local err = 'lease expired: worker ' .. (job[3] or '?') .. ' stopped renewing it (crashed or cut off)'
     redis.call('HSET', key, 'last_error', err,
