@@ -323,19 +323,24 @@ end
 -- Nor does one that cannot bind (g.ktrack false: no key's concurrency is below the queue's,
 -- see limit.lua): no key's leases are kept, counted or added to.
 local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, keyof)
-  local fields = {'key'}
-  for i, k in ipairs(due) do fields[i + 1] = 'key:' .. k end
-  local specs = redis.call('HMGET', limit, unpack(fields))
-  local default = key_spec(specs[1])
+  -- The keys' own limits, when some key has one (the field kown, see limit.lua).
+  local specs = {}
+  if g.kown then
+    local fields = {}
+    for i, k in ipairs(due) do fields[i] = 'key:' .. k end
+    specs = redis.call('HMGET', limit, unpack(fields))
+  end
+  local default = key_spec(g.kdef)
   local recs = {}
   for i, k in ipairs(due) do
     local left = want - #ids
     if left <= 0 then break end
-    local sp = key_spec(specs[i + 1]) or default
-    local r = {key = k, list = base .. 'kready:' .. k, ids = {}, popped = 0}
+    local sp = default
+    if specs[i] then sp = key_spec(specs[i]) end
+    local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0}
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
-    if g.ktrack then r.act = base .. 'kactive:' .. k end
+    if g.ktrack then r.act, r.ids = base .. 'kactive:' .. k, {} end
     local room = math.ceil(left / (#due - i + 1))
     if sp and sp.conc > 0 and r.act then
       -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
@@ -359,7 +364,16 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
       room = math.min(room, math.max(r.tokens, 0))
     end
     r.room = room
-    if room > 0 then
+    if room == 1 then
+      -- RPOP without a count returns the ID itself: no array to build, about half the
+      -- cost of a call with one (a claim over many keys takes one job of each).
+      local id = redis.call('RPOP', r.list)
+      if id then
+        r.popped = 1
+        ids[#ids + 1] = id
+        keyof[#ids] = r
+      end
+    elseif room > 1 then
       local got = redis.call('RPOP', r.list, room)
       if got then
         r.popped = #got
@@ -375,7 +389,7 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
 end
 
 -- key_claimed settles the keys pop_keyed took from: the leases of the jobs claimed
--- (r.ids) go into the key's lease set, its rate's tat moves on by one tau each, and the
+-- (r.m of them; their IDs r.ids while the leases are kept) go into the key's lease set, its rate's tat moves on by one tau each, and the
 -- key gets its next place in the ring: gone when it has no job left, else now (behind
 -- the keys due before it), or later when a limit holds it back: its earliest lease
 -- deadline (concurrency) or its next token (rate), whichever is later. Which keys ran
@@ -397,7 +411,7 @@ local function key_claimed(ring, recs, deadline, now, now_us)
     for _, r in ipairs(maybe) do r.dry = redis.call('EXISTS', r.list) == 0 end
   end
   for _, r in ipairs(recs) do
-    local m = #r.ids
+    local m = r.m
     if m > 0 and r.act then
       local z = {}
       for _, id in ipairs(r.ids) do z[#z + 1] = deadline; z[#z + 1] = id end
@@ -728,8 +742,8 @@ end
 -- size burst refilled one token per tau, exact, with no counter to drift and no window
 -- edge to double up on: at most rate + burst - 1 starts in any window of one period.
 local function limit_room(limit, active, n, now, now_us)
-  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'ktrack')
-  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6] == '1'}
+  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'ktrack', 'key', 'kown')
+  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6] == '1', kdef = l[7], kown = l[8] == '1'}
   if g.conc > 0 then
     g.running = redis.call('ZCOUNT', active, '(' .. now, '+inf')
     g.free = g.conc - g.running
@@ -863,7 +877,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       -- A job under its key's rate starts at its key token's instant too: later than now
       -- only for a token claimed ahead, never under a queue rate (pop_keyed).
       local r = keyof[k]
-      if r and r.tau then start = math.max(start, rate_start(r, #r.ids + 1, now_us)) end
+      if r and r.tau then start = math.max(start, rate_start(r, r.m + 1, now_us)) end
       local started = now_s
       if start ~= now_us then started = string.format('%d', math.floor(start / 1000)) end
       local att = attempts[attempt]
@@ -878,7 +892,10 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       out[#out + 1] = job
       leased[#leased + 1] = deadline_s
       leased[#leased + 1] = id
-      if keyof[k] then table.insert(keyof[k].ids, id) end
+      if r then
+        r.m = r.m + 1
+        if r.ids then r.ids[r.m] = id end
+      end
     end
   end
   if #leased > 0 then redis.call('ZADD', active, unpack(leased)) end

@@ -123,15 +123,20 @@ end
 local h, track = {}, false
 local all = redis.call('HGETALL', limit)
 for i = 1, #all, 2 do h[all[i]] = all[i + 1] end
-local qconc = tonumber(h.concurrency) or 0
+local qconc, own = tonumber(h.concurrency) or 0, false
 for f, v in pairs(h) do
   if f == 'key' or string.sub(f, 1, 4) == 'key:' then
+    if f ~= 'key' then own = true end
     local c = tonumber(string.match(v, '^(%d+) '))
-    if c and c > 0 and (qconc == 0 or c < qconc) then
-      track = true
-      break
-    end
+    if c and c > 0 and (qconc == 0 or c < qconc) then track = true end
   end
+end
+-- kown: '1' while some key has its own limits, so that a claim reads the keys' own
+-- fields (one HMGET of a field per key served) only then.
+if own and h.kown ~= '1' then
+  redis.call('HSET', limit, 'kown', '1')
+elseif not own and h.kown then
+  redis.call('HDEL', limit, 'kown')
 end
 if track ~= (h.ktrack == '1') then
   local base = string.sub(limit, 1, -6)
