@@ -1,0 +1,267 @@
+package queue
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobs-dev/jobs/internal/proto"
+)
+
+// keyLeases reads the limits' ktrack flag and the lease sets of the keys given (by key;
+// absent when Redis has none).
+func keyLeases(t *testing.T, c *Client, keys ...string) (bool, map[string][]redis.Z) {
+	t.Helper()
+	qk := c.keys.queue("default")
+	base := qk.jobPrefix[:len(qk.jobPrefix)-len("job:")]
+	out := map[string][]redis.Z{}
+	for _, k := range keys {
+		if z := c.rdb.ZRangeWithScores(ctx, base+"kactive:"+k, 0, -1).Val(); len(z) > 0 {
+			out[k] = z
+		}
+	}
+	return c.rdb.HGet(ctx, qk.limit, "ktrack").Val() == "1", out
+}
+
+// activeByKey is the truth the keys' lease sets must hold while they are kept: the leases
+// in active (expired ones too, until reaped) of each key's jobs, ID -> deadline.
+func activeByKey(t *testing.T, c *Client) map[string]map[string]float64 {
+	t.Helper()
+	qk := c.keys.queue("default")
+	out := map[string]map[string]float64{}
+	for _, z := range c.rdb.ZRangeWithScores(ctx, qk.active, 0, -1).Val() {
+		id := z.Member.(string)
+		k := c.rdb.HGet(ctx, qk.job(id), "limit_key").Val()
+		if k == "" {
+			continue
+		}
+		if out[k] == nil {
+			out[k] = map[string]float64{}
+		}
+		out[k][id] = z.Score
+	}
+	return out
+}
+
+// The keys' leases are kept only while some key's concurrency could bind (ktrack): none
+// set, or none below the queue's concurrency, keeps none. Turned on live, every key's
+// lease set is rebuilt from the jobs running, so the next claim counts them; a heartbeat
+// renews them and a lease that runs out frees its slot; turned off, they are deleted.
+func TestKeyLeasesKeptWhileAKeyLimitCanBind(t *testing.T) {
+	c := setup(t, Config{})
+	enqueueN(t, c, 5, LimitKey("a"))
+	running, _ := claimLimited(t, c, "default", 3)
+	if len(running) != 3 {
+		t.Fatalf("claim without limits = %d jobs, want 3", len(running))
+	}
+	if on, sets := keyLeases(t, c, "a"); on || len(sets) != 0 {
+		t.Fatalf("without limits: ktrack %v, lease sets %v; want none", on, sets)
+	}
+	// Limits counts a key's running jobs from active then.
+	st, err := c.KeyLimits(ctx, "default", "a")
+	if err != nil || len(st.Keys) != 1 || st.Keys[0].Running != 3 {
+		t.Fatalf("KeyLimits(a) without kept leases = %+v, %v; want a with 3 running", st.Keys, err)
+	}
+	if err := c.SetLimit(ctx, "default", Limit{Concurrency: 10, KeyConcurrency: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if on, sets := keyLeases(t, c, "a"); on || len(sets) != 0 {
+		t.Fatalf("key concurrency 10 = queue's 10 (cannot bind): ktrack %v, lease sets %v; want none", on, sets)
+	}
+
+	// Key concurrency 3 < 10: on, and a's three running jobs count at once.
+	if err := c.SetLimit(ctx, "default", Limit{KeyConcurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	on, sets := keyLeases(t, c, "a")
+	if !on || len(sets["a"]) != 3 {
+		t.Fatalf("key concurrency 3 set on 3 running jobs: ktrack %v, a's leases %v; want on, 3", on, sets["a"])
+	}
+	for _, z := range sets["a"] {
+		if d := c.rdb.ZScore(ctx, c.keys.queue("default").active, z.Member.(string)).Val(); d != z.Score {
+			t.Errorf("job %v: key lease deadline %v, active's %v; want the same", z.Member, z.Score, d)
+		}
+	}
+	if more, lim := claimLimited(t, c, "default", 5); len(more) != 0 || lim.By != proto.LimitKeys {
+		t.Fatalf("claim with a's 3 slots held = %d jobs, %+v; want none, by keys", len(more), lim)
+	}
+	// A heartbeat moves the key's leases with active's.
+	if _, _, err := c.broker().Heartbeat(ctx, "default", 2*time.Minute, running); err != nil {
+		t.Fatal(err)
+	}
+	_, sets = keyLeases(t, c, "a")
+	for _, z := range sets["a"] {
+		if d := c.rdb.ZScore(ctx, c.keys.queue("default").active, z.Member.(string)).Val(); d != z.Score {
+			t.Errorf("after a heartbeat, job %v: key lease deadline %v, active's %v; want the same", z.Member, z.Score, d)
+		}
+	}
+	// A worker that died: its lease runs out, its key slot is free, the reap ends it.
+	dead := running[0]
+	qk := c.keys.queue("default")
+	base := qk.jobPrefix[:len(qk.jobPrefix)-len("job:")]
+	c.rdb.ZAddXX(ctx, qk.active, redis.Z{Score: 1, Member: dead.ID})
+	c.rdb.ZAddXX(ctx, base+"kactive:a", redis.Z{Score: 1, Member: dead.ID})
+	c.rdb.ZAdd(ctx, base+"keys", redis.Z{Score: 0, Member: "a"}) // due: as a key_freed would
+	more, _ := claimLimited(t, c, "default", 5)
+	if len(more) != 1 {
+		t.Fatalf("claim after one of a's leases ran out = %d jobs, want 1", len(more))
+	}
+	if _, err := c.broker().Reap(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if _, sets = keyLeases(t, c, "a"); len(sets["a"]) != 3 {
+		t.Errorf("a's leases after the reap = %v; want the 3 running (the dead one gone)", sets["a"])
+	}
+
+	// An own key limit below the queue's keeps them too; kown says some key has one.
+	if err := c.RemoveLimit(ctx, "default", KeyLimit); err != nil {
+		t.Fatal(err)
+	}
+	if on, sets := keyLeases(t, c, "a"); on || len(sets) != 0 {
+		t.Fatalf("key limits removed: ktrack %v, lease sets %v; want none", on, sets)
+	}
+	if err := c.SetKeyLimit(ctx, "default", Limit{KeyConcurrency: 1}, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if on, sets := keyLeases(t, c, "a"); !on || len(sets["a"]) != 3 || c.rdb.HGet(ctx, qk.limit, "kown").Val() != "1" {
+		t.Fatalf("b's own concurrency 1: ktrack %v, a's leases %v, kown %q; want on, 3, 1", on, sets["a"],
+			c.rdb.HGet(ctx, qk.limit, "kown").Val())
+	}
+	if err := c.RemoveLimit(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.rdb.Exists(ctx, qk.limit, base+"kactive:a").Val(); n != 0 {
+		t.Errorf("every limit removed: %d of the limits hash and a's lease set left, want none", n)
+	}
+}
+
+// A key its concurrency held back in the ring runs at the next claim once no key
+// concurrency can bind any more (limit.lua brings it forward), not at its lease deadline.
+func TestKeyHeldByConcurrencyRunsWhenTheLimitGoes(t *testing.T) {
+	c := setup(t, Config{})
+	if err := c.SetLimit(ctx, "default", Limit{KeyConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, 2, LimitKey("a"))
+	if jobs, _ := claimLimited(t, c, "default", 2); len(jobs) != 1 {
+		t.Fatalf("claim under key concurrency 1 = %d jobs, want 1", len(jobs))
+	}
+	if jobs, lim := claimLimited(t, c, "default", 2); len(jobs) != 0 || lim.Wait < time.Second {
+		t.Fatalf("claim with a's slot held = %d jobs, %+v; want none, until about its lease", len(jobs), lim)
+	}
+	if err := c.RemoveLimit(ctx, "default", KeyLimit); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, _ := claimLimited(t, c, "default", 2); len(jobs) != 1 {
+		t.Fatalf("claim after the key limit went = %d jobs, want a's second", len(jobs))
+	}
+}
+
+// The keys' model test with the limits changed live at random between limits whose key
+// concurrency can bind (kept leases) and limits where none can (no leases kept): after
+// every step, while ktrack is on every key's lease set holds exactly its jobs' leases in
+// active, and none exists while it is off; a key's unexpired leases never grow past its
+// concurrency (a limit lowered live may leave more running, never more claimed).
+func TestKeyLimitModelLiveChanges(t *testing.T) {
+	c := setup(t, Config{})
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 3))
+	t.Logf("seed %d", seed)
+	keys := []string{"a", "b", "c", ""}
+	// Each: the limits set, the effective concurrency of a, b, c (0: none), ktrack.
+	type config struct {
+		set  func() error
+		conc map[string]int
+		on   bool
+	}
+	configs := []config{
+		{func() error { return c.SetLimit(ctx, "default", Limit{Concurrency: 5, KeyConcurrency: 2}) },
+			map[string]int{"a": 2, "b": 2, "c": 2}, true},
+		{func() error { return c.SetLimit(ctx, "default", Limit{Concurrency: 2, KeyConcurrency: 2}) },
+			map[string]int{"a": 2, "b": 2, "c": 2}, false},
+		{func() error { return c.RemoveLimit(ctx, "default") }, map[string]int{}, false},
+		{func() error {
+			if err := c.SetLimit(ctx, "default", Limit{Concurrency: 6, KeyConcurrency: 6}); err != nil {
+				return err
+			}
+			return c.SetKeyLimit(ctx, "default", Limit{KeyConcurrency: 1}, "a")
+		}, map[string]int{"a": 1, "b": 6, "c": 6}, true},
+	}
+	cur := configs[0]
+	if err := cur.set(); err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(n int) {
+		k := keys[rng.IntN(len(keys))]
+		opts := []Option{MaxRetry(1000)}
+		if k != "" {
+			opts = append(opts, LimitKey(k))
+		}
+		enqueueN(t, c, n, opts...)
+	}
+	unexpired := func() map[string]int {
+		now := float64(c.rdb.Time(ctx).Val().UnixMilli())
+		n := map[string]int{}
+		for k, leases := range activeByKey(t, c) {
+			for _, d := range leases {
+				if d > now {
+					n[k]++
+				}
+			}
+		}
+		return n
+	}
+	var held []*Job
+	for range 4 {
+		enqueue(5)
+	}
+	const steps = 1500
+	for step := range steps {
+		before := unexpired()
+		what := ""
+		if rng.IntN(25) == 0 {
+			next := configs[rng.IntN(len(configs))]
+			if err := c.RemoveLimit(ctx, "default"); err != nil {
+				t.Fatal(err)
+			}
+			if err := next.set(); err != nil {
+				t.Fatal(err)
+			}
+			cur, what = next, "limits changed"
+		} else if what = modelStep(t, c, rng, &held, enqueue); what == "" {
+			continue
+		}
+		truth := activeByKey(t, c)
+		on, sets := keyLeases(t, c, keys[:3]...)
+		if on != cur.on {
+			t.Fatalf("step %d (%s): ktrack %v, want %v", step, what, on, cur.on)
+		}
+		for _, k := range keys[:3] {
+			got := map[string]float64{}
+			for _, z := range sets[k] {
+				got[z.Member.(string)] = z.Score
+			}
+			want := truth[k]
+			if !on {
+				want = nil
+			}
+			if len(got) != len(want) {
+				t.Fatalf("step %d (%s): key %s's leases %v, want %v (ktrack %v)", step, what, k, got, want, on)
+			}
+			for id, d := range want {
+				if got[id] != d {
+					t.Fatalf("step %d (%s): key %s's lease of %s = %v, active's %v", step, what, k, id, got[id], d)
+				}
+			}
+		}
+		after := unexpired()
+		for _, k := range keys[:3] {
+			if lim := cur.conc[k]; lim > 0 && after[k] > lim && after[k] > before[k] {
+				t.Fatalf("step %d (%s): key %s went from %d to %d unexpired leases, limit %d", step, what, k,
+					before[k], after[k], lim)
+			}
+		}
+	}
+}
