@@ -31,9 +31,10 @@ import (
 //   - KeyConcurrency, KeyRate per KeyPeriod with KeyBurst: the same, for the jobs of each
 //     limit key (see [LimitKey]) on its own: the default of every key of the queue;
 //     [Client.SetKeyLimit] gives some keys their own. A key's concurrency counts its
-//     unexpired leases (jobs:{q}:kactive:K), as the queue's. Keys are served
-//     round-robin: a key held back by its limits holds back no other key and no job
-//     without a key.
+//     unexpired leases (jobs:{q}:kactive:K, kept while some key's concurrency is below
+//     the queue's), as the queue's. Keys are served round-robin, up to 4 jobs a key a
+//     turn when more keys are due than a claim takes jobs: a key held back by its limits
+//     holds back no other key and no job without a key.
 type Limit struct {
 	Concurrency int
 	Rate        int
