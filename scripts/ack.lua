@@ -6,14 +6,16 @@
 -- KEYS[3]  jobs:{q}:dead        ZSET  job ID -> died_at (ms), for cancelled jobs
 -- KEYS[4]  jobs:{q}:events      STREAM the events of each call that settled a job: a line per job,
 --                               done, or dead (cancelled)
--- KEYS[5]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
+-- KEYS[5]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency, and ktrack for a
+--                               keyed job)
 -- KEYS[6]  jobs:{q}:ready       LIST  read (LLEN): are jobs waiting for the freed slots?
 -- KEYS[7]  jobs:{q}:wake        LIST  an 'r' token per slot freed, when the queue has a
 --                               concurrency limit and jobs are ready (wake_freed), and one
 --                               per key its limits held back that a freed slot brings
 --                               forward (key_freed)
--- Keys     of a keyed job's limit key K (named from ARGV[1], see lib.lua): jobs:{q}:kactive:K
---          (its lease removed) and jobs:{q}:keys (K brought forward: key_freed)
+-- Keys     of a keyed job's limit key K (named from ARGV[1], see lib.lua), while the keys'
+--          leases are kept (KEYS[5]'s ktrack): jobs:{q}:kactive:K (its lease removed) and
+--          jobs:{q}:keys (K brought forward: key_freed)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)

@@ -9,7 +9,8 @@
 -- KEYS[5]  jobs:{q}:limit       HASH  the queue's limits (limit.lua); claims write its tat
 -- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
 --          (ZSET, the ring of keys with ready jobs), and of each due key K,
---          jobs:{q}:kready:K (LIST: RPOP), jobs:{q}:kactive:K (ZSET of leases: ZADD),
+--          jobs:{q}:kready:K (LIST: RPOP), jobs:{q}:kactive:K (ZSET of leases: ZADD, while
+--          KEYS[5]'s ktrack is set),
 --          jobs:{q}:ktat:K (STRING, the key's GCRA tat: SET PX)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  count                most jobs to claim (the worker's free slots; <= 1000)

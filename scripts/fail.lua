@@ -9,7 +9,8 @@
 --                               and jobs are ready (wake_freed)
 -- KEYS[5]  jobs:{q}:events      STREAM the events of each call that failed jobs: a line per job,
 --                               retry or dead
--- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
+-- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency, and ktrack for a
+--                               keyed job: its key's lease is removed only while it is set)
 -- KEYS[7]  jobs:{q}:ready       LIST  read (LLEN): are jobs waiting for the freed slots?
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
@@ -48,7 +49,7 @@ for i = 6, #ARGV, 5 do
     failed = failed + 1
     local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'cancel', 'type', 'worker', 'started_at',
       'attempts', 'limit_key')
-    if job[8] then key_freed(prefix, job[8], id, now, wakes, track) end
+    if job[8] then key_freed(prefix, job[8], {id}, now, wakes, track) end
     local outcome = 'dead'
     if retry_in >= 0 and tonumber(job[1]) <= max_retry(job[2]) and not job[3] then outcome = 'retry' end
     redis.call('HSET', key, 'last_error', err,

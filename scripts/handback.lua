@@ -14,7 +14,8 @@
 -- KEYS[6]  jobs:{q}:events      STREAM the events of each call that changed jobs: a line per job,
 --                               handed_back, postponed (a postpone,
 --                               with its reason as the error), or dead (cancelled)
--- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
+-- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency, and ktrack for a
+--                               keyed job: its key's lease is removed only while it is set)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  delay_ms             0: ready at once; > 0: scheduled that long from now
 -- ARGV[3]  dead_retention_ms    a cancelled job's hash expires this long after it died
@@ -68,7 +69,7 @@ for i = 8, #ARGV, 2 do
     freed = freed + 1
     if job[6] then
       now = now or now_ms()
-      key_freed(prefix, job[6], id, now, wakes, track)
+      key_freed(prefix, job[6], {id}, now, wakes, track)
     end
     redis.call('HINCRBY', key, 'attempt', -1)
     if job[2] or delay > 0 then now = now or now_ms() end

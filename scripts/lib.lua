@@ -256,19 +256,26 @@ local function unready(ready, prefix, id, lkey)
   if redis.call('LLEN', list) == 0 then redis.call('ZREM', base .. 'keys', lkey) end
 end
 
--- key_freed ends job id's lease under its limit key lkey (ack, fail, hand back, reap): its
--- slot is free at once. A key the ring holds back until later (its concurrency, most
--- likely; not a handler's pause) is brought forward to now, and one worker is woken (wakes: the wake list, nil
--- for none) to claim it; if its rate still holds it back, that claim puts it back at its
--- next token. Only while the leases are kept (track: {limit = jobs:{q}:limit}, one per
--- script call, which reads the limits' ktrack flag once, at its first keyed job): else
--- there is no lease to end, and no key is held back by a concurrency (limit.lua brings
--- them forward when the flag goes off).
-local function key_freed(prefix, lkey, id, now, wakes, track)
+-- key_tracked says whether the keys' leases are kept (the limits' ktrack flag, see
+-- limit.lua). track: {limit = jobs:{q}:limit}, one per script call: the flag is read
+-- once, at the call's first keyed job.
+local function key_tracked(track)
   if track.on == nil then track.on = redis.call('HGET', track.limit, 'ktrack') == '1' end
-  if not track.on then return end
+  return track.on
+end
+
+-- key_freed ends the leases of jobs ids (a list: one or more jobs of limit key lkey) under
+-- lkey (ack, fail, hand back, reap): their slots are free at once. A key the ring holds
+-- back until later (its concurrency, most likely; not a handler's pause) is brought
+-- forward to now, and one worker is woken (wakes: the wake list, nil for none) to claim
+-- it; if its rate still holds it back, that claim puts it back at its next token. Only
+-- while the leases are kept (key_tracked(track)): else there is no lease to end, and no
+-- key is held back by a concurrency (limit.lua brings them forward when the flag goes
+-- off).
+local function key_freed(prefix, lkey, ids, now, wakes, track)
+  if not key_tracked(track) then return end
   local base = key_base(prefix)
-  redis.call('ZREM', base .. 'kactive:' .. lkey, id)
+  redis.call('ZREM', base .. 'kactive:' .. lkey, unpack(ids))
   local at = tonumber(redis.call('ZSCORE', base .. 'keys', lkey))
   -- Not a key a handler paused: it stays at the pause's end (handback.lua).
   if at and at > now * 1000 and redis.call('EXISTS', base .. 'kpause:' .. lkey) == 0 then
@@ -672,7 +679,7 @@ end
 -- gets one event in k.ev: done, or dead for a cancelled one (whose attempt is also recorded
 -- in its history; a done attempt needs no record, see add_attempt). k.freed is set to the
 -- number of jobs settled (slots freed, for wake_freed). A keyed job's slot under its key
--- is freed too (key_freed; k.wakes: the wake list, k.track: its {limit = jobs:{q}:limit}).
+-- is freed too, one key_freed per key (k.wakes: the wake list, k.track: see key_tracked).
 local function ack_jobs(k, now, argv, from)
   local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
@@ -706,11 +713,21 @@ local function ack_jobs(k, now, argv, from)
   -- memory), instead of leaving the jobs to expire and burn their retries.
   redis.call('ZREM', k.active, unpack(finished))
   local kept, cancelled, linked, now_s = {}, 0, nil, string.format('%d', now)
+  local byk, keys = {}, {}
   for n, id in ipairs(finished) do
     local key = prefix .. id
     local token = argv[at[n] + 1]
     local job = held[n]
-    if job[10] then key_freed(prefix, job[10], id, now, k.wakes, k.track) end
+    -- A keyed job's lease under its key ends with the others of its key in this call
+    -- (one ZREM and one look at the key's place per key, not per job).
+    if job[10] and key_tracked(k.track) then
+      local lk = job[10]
+      if not byk[lk] then
+        byk[lk] = {}
+        keys[#keys + 1] = lk
+      end
+      table.insert(byk[lk], id)
+    end
     if job[4] then
       local h = redis.call('HMGET', key, 'started_at', 'attempts')
       redis.call('HSET', key, 'last_error', 'cancelled by operator', 'attempts',
@@ -738,6 +755,7 @@ local function ack_jobs(k, now, argv, from)
       end
     end
   end
+  for _, lk in ipairs(keys) do key_freed(prefix, lk, byk[lk], now, k.wakes, k.track) end
   if #kept > 0 then
     redis.call('ZADD', k.done, unpack(kept))
     trim(k.done, prefix, now, k.retention, k.done_max, 'done')

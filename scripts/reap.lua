@@ -14,7 +14,8 @@
 -- KEYS[5]  jobs:{q}:events      STREAM the events of each call that reaped jobs: a line per job,
 --                               reaped (back to ready) or dead (no attempts left, or
 --                               cancelled)
--- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency)
+-- KEYS[6]  jobs:{q}:limit       HASH  the queue's limits (read: concurrency, and ktrack for a
+--                               keyed job: its key's lease is removed only while it is set)
 -- KEYS[7]  jobs:{q}:outbox      HASH  read (EXISTS): resolutions for other slots waiting
 --                               for a worker to deliver them (see queue/outbox.go); a
 --                               reaped job that dies may add some (lib.lua's follow)
@@ -44,7 +45,7 @@ for _, id in ipairs(expired) do
   local key = prefix .. id
   local job = redis.call('HMGET', key, 'attempt', 'max_retry', 'worker', 'cancel', 'type', 'started_at',
     'attempts', 'limit_key')
-  if job[8] then key_freed(prefix, job[8], id, now, wakes, track) end
+  if job[8] then key_freed(prefix, job[8], {id}, now, wakes, track) end
   if job[1] then
     local err = 'lease expired: worker ' .. (job[3] or '?') .. ' stopped renewing it (crashed or cut off)'
     redis.call('HSET', key, 'last_error', err,
