@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -263,5 +264,52 @@ func TestKeyLimitModelLiveChanges(t *testing.T) {
 					before[k], after[k], lim)
 			}
 		}
+	}
+}
+
+// A due key gives a claim up to 4 jobs (the quantum, key_quantum in lib.lua) even when
+// more keys are due than the claim has jobs: a claim of 20 over 31 keys serves 5 keys, 4
+// jobs each, oldest first, and the claims after it serve the other keys in turn before any
+// key comes round again. A key with one job gives it in its turn.
+func TestKeyQuantum(t *testing.T) {
+	c := setup(t, Config{})
+	for k := range 30 {
+		enqueueN(t, c, 10, LimitKey(fmt.Sprint("k", k)))
+	}
+	enqueueN(t, c, 1, LimitKey("one"))
+	var order []string // the keys in the order they were served, once per claim
+	for claim := range 7 {
+		jobs, _ := claimLimited(t, c, "default", 20)
+		if len(jobs) != 20 {
+			t.Fatalf("claim %d = %d jobs, want 20", claim, len(jobs))
+		}
+		per, short := map[string]int{}, 0
+		for _, j := range jobs {
+			if per[j.LimitKey] == 0 {
+				order = append(order, j.LimitKey)
+			}
+			per[j.LimitKey]++
+		}
+		for k, n := range per {
+			if n > 4 {
+				t.Errorf("claim %d took %d jobs of key %s, want at most 4", claim, n, k)
+			}
+			if n < 4 && k != "one" {
+				short++
+			}
+		}
+		if len(per) > 6 || short > 1 {
+			t.Errorf("claim %d served %d keys, %d of them short of 4 jobs: %v; want 5 keys of 4 (and key one's job)", claim, len(per), short, per)
+		}
+	}
+	seen := map[string]bool{}
+	for i, k := range order[:31] {
+		if seen[k] {
+			t.Fatalf("key %s served again (turn %d) before every key had its turn: %v", k, i, order)
+		}
+		seen[k] = true
+	}
+	if order[0] != "k0" || !seen["one"] {
+		t.Errorf("keys served: %v; want k0 first, every key (one included) within the first 31 turns", order)
 	}
 }
