@@ -162,7 +162,8 @@ if track ~= (h.ktrack == '1') then
   else
     redis.call('HDEL', limit, 'ktrack')
     -- No key waits on a concurrency now: none may stay held back for one.
-    local us = now_us()
+    -- now in us as an integer string: Lua's tostring keeps 14 digits of its 16.
+    local us = string.format('%.0f', now_us())
     local ring = base .. 'keys'
     local later, places = redis.call('ZRANGEBYSCORE', ring, '(' .. us, '+inf'), {}
     for _, lk in ipairs(later) do
