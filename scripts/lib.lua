@@ -358,7 +358,7 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     local left = want - n
     if left <= 0 then break end
     local sp = default
-    if specs[i] then sp = key_spec(specs[i]) end
+    if specs[i] then sp = key_spec(specs[i]) or default end
     local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0}
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
