@@ -109,7 +109,7 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		line++
 		text := sc.Bytes()
 		read += int64(len(text)) + 1
-		bj, ok, err := lineJob(client, line, text)
+		bj, ok, err := lineJob(client, line, text, c.String("queue"))
 		if !ok {
 			continue
 		}
@@ -198,7 +198,8 @@ func fileBatchError(e *env, path string, res []queue.BatchResult, lines, failed,
 	return errors.New(msg + "; stopped after line " + strconv.Itoa(lines[len(lines)-1]))
 }
 
-func parseFileJob(b []byte) (queue.BatchJob, error) {
+// parseFileJob reads one line's job; a line without "queue" goes on defQueue (--queue).
+func parseFileJob(b []byte, defQueue string) (queue.BatchJob, error) {
 	var fj fileJob
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -218,6 +219,9 @@ func parseFileJob(b []byte) (queue.BatchJob, error) {
 		} else {
 			bj.Payload = []byte(fj.Payload)
 		}
+	}
+	if fj.Queue == "" {
+		fj.Queue = defQueue
 	}
 	if fj.Queue != "" {
 		bj.Options = append(bj.Options, queue.On(fj.Queue))
@@ -286,7 +290,7 @@ func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for line := 1; sc.Scan(); line++ {
-		bj, ok, err := lineJob(client, line, sc.Bytes())
+		bj, ok, err := lineJob(client, line, sc.Bytes(), c.String("queue"))
 		if !ok {
 			continue
 		}
@@ -319,16 +323,16 @@ func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string)
 }
 
 // lineJob reads the job of one line of a --file (its number: line), checked as Enqueue
-// would; ok is false for a blank line. A UTF-8 byte order mark, as some Windows editors
+// would, on defQueue unless the line names its queue; ok is false for a blank line. A UTF-8 byte order mark, as some Windows editors
 // write, is no part of line 1's JSON.
-func lineJob(client *queue.Client, line int, text []byte) (bj queue.BatchJob, ok bool, err error) {
+func lineJob(client *queue.Client, line int, text []byte, defQueue string) (bj queue.BatchJob, ok bool, err error) {
 	if line == 1 {
 		text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return bj, false, nil
 	}
-	bj, err = parseFileJob(text)
+	bj, err = parseFileJob(text, defQueue)
 	if err == nil {
 		err = client.Check(bj)
 	}

@@ -67,8 +67,8 @@ func TestEnqueueFileStopsAtBadLine(t *testing.T) {
 	if r := jobs(t, p, "", "enqueue", "--file", "/nonexistent"); r.code != 1 || !strings.Contains(r.stderr, "no such file") {
 		t.Errorf("missing file = %+v", r)
 	}
-	if r := jobs(t, p, "", "enqueue", "--file", "-", "--queue", "x"); r.code != 2 {
-		t.Errorf("--file with --queue = %+v, want exit 2", r)
+	if r := jobs(t, p, "", "enqueue", "--file", "-", "--max-retry", "1"); r.code != 2 {
+		t.Errorf("--file with --max-retry = %+v, want exit 2", r)
 	}
 }
 
