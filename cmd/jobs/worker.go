@@ -85,6 +85,9 @@ func workerCommand(e *env) *cli.Command {
 			if c.Duration("done-retention") == 0 || c.Duration("dead-retention") <= 0 || c.Int("dead-max") <= 0 {
 				return usagef("--done-retention must be non-zero, --dead-retention and --dead-max positive")
 			}
+			if err := checkPrograms(runs, execs); err != nil {
+				return err
+			}
 			client, err := connect(c, queue.Config{DoneRetention: c.Duration("done-retention"),
 				DeadRetention: c.Duration("dead-retention"), DeadMax: c.Int("dead-max")})
 			if err != nil {
