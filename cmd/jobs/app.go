@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -123,6 +124,7 @@ func newApp(e *env) *cli.App {
 			doctorCommand(e),
 			dashCommand(e),
 		},
+		Before: func(c *cli.Context) error { return checkEmpty(c, c.App.Flags) },
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
 		HideHelpCommand: true,
 		// Errors are printed once, by run, and never exit the process from inside the app.
@@ -445,8 +447,41 @@ func oneLine(s string) string {
 	return s
 }
 
+// emptyMeansNone are the string flags whose empty value means something: jobs dev
+// --dash "" serves no dashboard.
+var emptyMeansNone = []string{"dash"}
+
+// checkEmpty refuses a string flag given an empty value: it would silently mean the
+// default or nothing (--id '' generated an ID, --exclusive-key '' keyed on the type,
+// --prefix '' meant jobs). env names where a global flag may have come from instead.
+func checkEmpty(c *cli.Context, flags []cli.Flag) error {
+	for _, f := range flags {
+		name := f.Names()[0]
+		if !c.IsSet(name) || slices.Contains(emptyMeansNone, name) {
+			continue
+		}
+		empty := false
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			empty = c.String(name) == ""
+			if empty && len(f.EnvVars) > 0 {
+				return usagef("--%s is empty (or %s is set empty): give a value or leave it out", name, f.EnvVars[0])
+			}
+		case *cli.StringSliceFlag:
+			empty = slices.Contains(c.StringSlice(name), "")
+		}
+		if empty {
+			return usagef("--%s '': an empty value is not allowed; leave the flag out for its default", name)
+		}
+	}
+	return nil
+}
+
 // checkFlags refuses flag values that every command must refuse, before the command runs.
 func checkFlags(c *cli.Context) error {
+	if err := checkEmpty(c, c.Command.Flags); err != nil {
+		return err
+	}
 	for _, f := range c.Command.Flags {
 		if _, ok := f.(*cli.StringFlag); !ok || !c.IsSet(f.Names()[0]) {
 			continue

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -125,6 +126,9 @@ func enqueueCommand(e *env) *cli.Command {
 				opts = append(opts, queue.LimitKey(c.String("limit-key")))
 			}
 			for _, a := range c.StringSlice("after") {
+				if strings.HasPrefix(a, "/") {
+					return usagef("--after %q: no queue before '/': want QUEUE/ID, or ID for a job on --queue", a)
+				}
 				ref, err := queue.ParseJobRef(a, c.String("queue"))
 				if err != nil {
 					return usagef("--after %q: %v", a, err)

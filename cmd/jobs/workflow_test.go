@@ -92,7 +92,7 @@ func TestWorkflowFlagsRefuseBadUse(t *testing.T) {
 		{[]string{"enqueue", "t", "--on-success", "r"}, 2, "need --file and --batch"},
 		{[]string{"enqueue", "t", "--batch"}, 2, "--batch needs --file"},
 		{[]string{"enqueue", "--file", bad, "--batch"}, 2, "line 2"},
-		{[]string{"enqueue", "--file", bad, "--queue", "q"}, 2, "--file takes no TYPE"},
+		{[]string{"enqueue", "--file", bad, "--delay", "1m"}, 2, "--file takes no TYPE"},
 		{[]string{"batch", "inspect", "nope"}, 1, "not found"},
 		{[]string{"batch", "inspect"}, 2, "one batch ID"},
 	} {
