@@ -172,13 +172,27 @@ func limitCommand(e *env) *cli.Command {
 						return err
 					}
 					defer broker.Of(client).Redis().Close()
+					q := c.Args().First()
+					missing, err := limitsMissing(c, client, q, kinds, keys)
+					if errors.Is(err, queue.ErrInvalid) {
+						return usagef("%v", err)
+					}
+					if err != nil {
+						return err
+					}
+					if len(keys) == 0 && missing != "" {
+						return errors.New(missing) // a typo in the queue name must not pass for done
+					}
 					if len(keys) > 0 {
-						err = client.RemoveKeyLimit(c.Context, c.Args().First(), keys...)
+						err = client.RemoveKeyLimit(c.Context, q, keys...)
 					} else {
-						err = client.RemoveLimit(c.Context, c.Args().First(), kinds...)
+						err = client.RemoveLimit(c.Context, q, kinds...)
 					}
 					if errors.Is(err, queue.ErrInvalid) {
 						return usagef("%v", err)
+					}
+					if err == nil && missing != "" {
+						err = errors.New(missing)
 					}
 					return err
 				},
@@ -311,4 +325,57 @@ func printKeyLimits(e *env, ls []queue.LimitStatus) error {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	return tw.Flush()
+}
+
+// limitsMissing says which of the limits `jobs limit rm` was asked to remove queue q does
+// not have ("" when it has them all): with keys, the keys without limits of their own;
+// without, the queue has none of kinds (all kinds when none is named). The removal that
+// follows is its own call: a limit set in between is removed without being reported.
+func limitsMissing(c *cli.Context, client *queue.Client, q string, kinds []queue.LimitKind, keys []string) (string, error) {
+	st, err := client.KeyLimits(c.Context, q, keys...)
+	if err != nil {
+		return "", err
+	}
+	own, anyOwn := map[string]bool{}, false
+	for _, k := range st.Keys {
+		own[k.Key] = own[k.Key] || k.Own
+		anyOwn = anyOwn || k.Own
+	}
+	if len(keys) > 0 {
+		var none []string
+		for _, k := range keys {
+			if !own[k] {
+				none = append(none, clean(k, false))
+			}
+		}
+		if len(none) == 0 {
+			return "", nil
+		}
+		removed := "nothing to remove"
+		if len(none) < len(keys) {
+			removed = "the other keys' limits were removed"
+		}
+		return fmt.Sprintf("queue %s: limit key %s has no limits of its own: %s", q, strings.Join(none, ", "), removed), nil
+	}
+	has := map[queue.LimitKind]bool{
+		queue.ConcurrencyLimit: st.Concurrency > 0,
+		queue.RateLimit:        st.Rate > 0,
+		queue.KeyLimit:         st.KeyConcurrency > 0 || st.KeyRate > 0 || anyOwn,
+	}
+	if len(kinds) == 0 {
+		kinds = []queue.LimitKind{queue.ConcurrencyLimit, queue.RateLimit, queue.KeyLimit}
+	}
+	for _, k := range kinds {
+		if has[k] {
+			return "", nil
+		}
+	}
+	if len(kinds) == 3 {
+		return fmt.Sprintf("queue %s has no limits: nothing to remove", q), nil
+	}
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
+	return fmt.Sprintf("queue %s has no %s limit: nothing to remove", q, strings.Join(names, " or ")), nil
 }

@@ -48,3 +48,43 @@ func TestUnknownQueueRefused(t *testing.T) {
 		t.Errorf("stats --history --queue known = %+v", r)
 	}
 }
+
+// TestLimitRmOfNothing: jobs limit rm of a queue without limits, or of a limit key
+// without its own, exited 0 without a word. It says there was nothing to remove (exit 1);
+// with some keys that had limits and some that had none, it removes those and names the
+// others.
+func TestLimitRmOfNothing(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	for _, args := range [][]string{
+		{"limit", "set", "q1", "--rate", "5/s", "--key-concurrency", "1"},
+		{"limit", "set", "q1", "--key", "a", "--key", "b", "--key-concurrency", "2"},
+	} {
+		if r := jobs(t, p, "", args...); r.code != 0 {
+			t.Fatalf("jobs %q = %+v", args, r)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"limit", "rm", "nosuch"}, 1, "jobs: queue nosuch has no limits: nothing to remove\n"},
+		{[]string{"limit", "rm", "q1", "--key", "nope"}, 1, "jobs: queue q1: limit key nope has no limits of its own: nothing to remove\n"},
+		{[]string{"limit", "rm", "q1", "--concurrency"}, 1, "jobs: queue q1 has no concurrency limit: nothing to remove\n"},
+		{[]string{"limit", "rm", "q1", "--key", "a", "--key", "nope"}, 1,
+			"jobs: queue q1: limit key nope has no limits of its own: the other keys' limits were removed\n"},
+		{[]string{"limit", "rm", "q1", "--key", "a"}, 1, "jobs: queue q1: limit key a has no limits of its own: nothing to remove\n"},
+		{[]string{"limit", "rm", "q1", "--key", "b"}, 0, ""},
+		{[]string{"limit", "rm", "q1", "--rate", "--concurrency"}, 0, ""},
+		{[]string{"limit", "rm", "q1"}, 0, ""},
+		{[]string{"limit", "rm", "q1"}, 1, "jobs: queue q1 has no limits: nothing to remove\n"},
+	} {
+		if r := jobs(t, p, "", tc.args...); r.code != tc.code || r.stderr != tc.want {
+			t.Errorf("jobs %q = %+v, want exit %d and %q", tc.args, r, tc.code, tc.want)
+		}
+	}
+	if r := jobs(t, p, "", "limit", "ls", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("limit ls after removing all = %+v, want none", r)
+	}
+}
