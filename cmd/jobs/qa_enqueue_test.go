@@ -47,7 +47,7 @@ func TestEnqueueFileQueueFlag(t *testing.T) {
 }
 
 // TestEmptyValuesRefused: an empty flag value silently meant the default or nothing
-// (--id ” generated an ID, --exclusive-key ” keyed the lock on the type, --prefix ”
+// (--id "" generated an ID, --exclusive-key "" keyed the lock on the type, --prefix ""
 // meant jobs) and --after /id made a job that died at once ("dependency default//id
 // died"). Each is a usage error that enqueues nothing; jobs dev --dash "" (no dashboard)
 // is the one empty value with a meaning.
