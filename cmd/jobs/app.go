@@ -129,8 +129,8 @@ func newApp(e *env) *cli.App {
 		HideHelpCommand: true,
 		// Errors are printed once, by run, and never exit the process from inside the app.
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return &usageError{err.Error()}
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return &usageError{flagMessage(c, err.Error())}
 		},
 		// Reached only when no command matched.
 		Action: func(c *cli.Context) error {
@@ -431,8 +431,11 @@ func redactQuery(raw string) string {
 
 // describe is the line printed for err. Redis's OOM reply names a setting, not what it
 // means for the user: add that Redis is full and what to do about it.
+//
+// The queue package's ErrInvalid prefixes its messages with "queue: invalid argument",
+// the Go API's sentinel: the CLI says only what was wrong.
 func describe(err error) string {
-	msg := oneLine(err.Error())
+	msg := strings.ReplaceAll(oneLine(err.Error()), queue.ErrInvalid.Error()+": ", "")
 	if redis.IsOOMError(err) {
 		msg += " (Redis is out of memory and refused the write: raise its maxmemory, or free memory, e.g. jobs purge QUEUE --state done)"
 	}

@@ -95,6 +95,9 @@ func enqueueCommand(e *env) *cli.Command {
 					return err
 				}
 			}
+			if err := jobConflict(func(f string) bool { return given(c, f) }, flagWord); err != nil {
+				return err
+			}
 			opts := []queue.Option{queue.On(c.String("queue")), queue.MaxRetry(c.Int("max-retry")),
 				queue.Timeout(c.Duration("timeout"))}
 			if c.IsSet("delay") {

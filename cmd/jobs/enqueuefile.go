@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -204,12 +205,17 @@ func parseFileJob(b []byte, defQueue string) (queue.BatchJob, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fj); err != nil {
-		return queue.BatchJob{}, fmt.Errorf("not a job object: %v", err)
+		return queue.BatchJob{}, jsonError(err)
 	}
 	// One object per line: anything after it (a second object, garbage) would otherwise
 	// be dropped without a word.
 	if _, err := dec.Token(); err != io.EOF {
 		return queue.BatchJob{}, fmt.Errorf("not a job object: more follows the object (one object per line)")
+	}
+	fields := map[string]string{"delay": fj.Delay, "at": fj.At, "unique-for": fj.UniqueFor, "unique-key": fj.UniqueKey}
+	if err := jobConflict(func(f string) bool { return fields[f] != "" },
+		func(f string) string { return strconv.Quote(strings.ReplaceAll(f, "-", "_")) }); err != nil {
+		return queue.BatchJob{}, err
 	}
 	bj := queue.BatchJob{Type: fj.Type}
 	if len(fj.Payload) > 0 && string(fj.Payload) != "null" {
@@ -337,4 +343,33 @@ func lineJob(client *queue.Client, line int, text []byte, defQueue string) (bj q
 		err = client.Check(bj)
 	}
 	return bj, true, err
+}
+
+// jsonError says what is wrong with a line that did not decode as a fileJob, in the
+// words of the file format: encoding/json names Go types and struct fields.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		want := "a string"
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int64:
+			want = "a whole number"
+		case reflect.Bool:
+			want = "true or false"
+		}
+		if te.Field == "payload" {
+			want = "any JSON value"
+		}
+		return fmt.Errorf("%q: want %s, not a JSON %s", te.Field, want, te.Value)
+	case errors.As(err, &te):
+		return fmt.Errorf("not a job object: a JSON %s, want an object like {\"type\":\"email\"}", te.Value)
+	case errors.As(err, &se):
+		return fmt.Errorf("not a job object: invalid JSON at byte %d", se.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errors.New("not a job object: the JSON ends early")
+	}
+	// encoding/json's other errors (an unknown field) name no Go identifier.
+	return fmt.Errorf("not a job object: %s", strings.TrimPrefix(err.Error(), "json: "))
 }

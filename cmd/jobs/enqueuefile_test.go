@@ -49,8 +49,8 @@ func TestEnqueueFileStopsAtBadLine(t *testing.T) {
 		name, content, want string
 	}{
 		{"malformed", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\n{\"type\":\"a\"}\n", "line 3: not a job object"},
-		{"unknown field", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"dealy\":\"5s\"}\n", `line 3: not a job object: json: unknown field "dealy"`},
-		{"bad type", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"\"}\n", "line 3: queue: invalid argument: job type"},
+		{"unknown field", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"dealy\":\"5s\"}\n", `line 3: not a job object: unknown field "dealy"`},
+		{"bad type", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"\"}\n", "line 3: job type"},
 		{"bad delay", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"delay\":\"soon\"}\n", `line 3: delay "soon"`},
 	} {
 		q := strings.ReplaceAll(tc.name, " ", "")

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,12 +39,12 @@ func limitCommand(e *env) *cli.Command {
 					"   jobs limit set emails --key-concurrency 1 --key-rate 10/m\n" +
 					"   jobs limit set emails --key-concurrency 5 --key customer:42",
 				Flags: []cli.Flag{
-					&cli.IntFlag{Name: "concurrency", Usage: "at most `N` jobs of the queue running at once"},
+					&cli.IntFlag{Name: "concurrency", DefaultText: "none", Usage: "at most `N` jobs of the queue running at once"},
 					&cli.StringFlag{Name: "rate", Usage: "at most `N/PERIOD` job starts, such as 20/s or 1000/1m"},
-					&cli.IntFlag{Name: "burst", Usage: "with --rate, up to `B` starts at once (default: 1)"},
-					&cli.IntFlag{Name: "key-concurrency", Usage: "at most `N` jobs of each limit key running at once"},
+					&cli.IntFlag{Name: "burst", DefaultText: "1", Usage: "with --rate, up to `B` starts at once"},
+					&cli.IntFlag{Name: "key-concurrency", DefaultText: "none", Usage: "at most `N` jobs of each limit key running at once"},
 					&cli.StringFlag{Name: "key-rate", Usage: "at most `N/PERIOD` job starts of each limit key"},
-					&cli.IntFlag{Name: "key-burst", Usage: "with --key-rate, up to `B` starts of a key at once (default: 1)"},
+					&cli.IntFlag{Name: "key-burst", DefaultText: "1", Usage: "with --key-rate, up to `B` starts of a key at once"},
 					&cli.StringSliceFlag{Name: "key", Usage: "set the key limits of limit key `K` only (repeatable), not the default of every key"},
 				},
 				Action: func(c *cli.Context) error {
@@ -271,8 +272,9 @@ func limitFlags(c *cli.Context, prefix, rm string) (conc, rate int, period time.
 		}
 	}
 	if c.IsSet(prefix + "rate") {
-		if rate, period, err = queue.ParseRate(c.String(prefix + "rate")); err != nil {
-			return 0, 0, 0, 0, usagef("--%srate: %v", prefix, err)
+		v := c.String(prefix + "rate")
+		if rate, period, err = queue.ParseRate(v); err != nil {
+			return 0, 0, 0, 0, usagef("--%srate %q: %s", prefix, v, rateProblem(v))
 		}
 	}
 	if c.IsSet(prefix + "burst") {
@@ -378,4 +380,17 @@ func limitsMissing(c *cli.Context, client *queue.Client, q string, kinds []queue
 		names[i] = string(k)
 	}
 	return fmt.Sprintf("queue %s has no %s limit: nothing to remove", q, strings.Join(names, " or ")), nil
+}
+
+// rateProblem says what is wrong with a --rate that queue.ParseRate refused, in the
+// words typed: its own message names the period as it parsed it ("1x" for "x").
+func rateProblem(v string) string {
+	num, per, ok := strings.Cut(v, "/")
+	if !ok {
+		return "want N/PERIOD, such as 20/s or 100/1m"
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(num)); err != nil || n <= 0 {
+		return fmt.Sprintf("the count %q must be a positive integer", num)
+	}
+	return fmt.Sprintf("the period %q must be a positive duration such as s, 10s or 500ms", per)
 }

@@ -77,7 +77,7 @@ func TestLimitCommands(t *testing.T) {
 	}{
 		{[]string{"limit", "set", "q"}, "needs --concurrency, --rate, --key-concurrency or --key-rate"},
 		{[]string{"limit", "set", "q", "--key-concurrency", "0"}, "--key-concurrency must be a positive integer"},
-		{[]string{"limit", "set", "q", "--key-rate", "5"}, "--key-rate: "},
+		{[]string{"limit", "set", "q", "--key-rate", "5"}, `--key-rate "5": want N/PERIOD`},
 		{[]string{"limit", "set", "q", "--key-burst", "2"}, "--key-burst needs --key-rate"},
 		{[]string{"limit", "set", "q", "--key", "k"}, "needs --concurrency"},
 		{[]string{"limit", "set", "q", "--key", "k", "--concurrency", "2", "--key-concurrency", "1"}, "--key sets key limits only"},
