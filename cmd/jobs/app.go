@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -20,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -82,8 +84,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func newApp(e *env) *cli.App {
 	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	app := &cli.App{
-		Name:  "jobs",
-		Usage: "a Redis-only job system: enqueue, run and inspect jobs",
+		Name:    "jobs",
+		Usage:   "a Redis-only job system: enqueue, run and inspect jobs",
+		Version: version(),
 		Description: "Jobs are stored in Redis as plain keys (see KEYS.md). Point every command at the\n" +
 			"same Redis with --redis or JOBS_REDIS_URL.",
 		Flags: []cli.Flag{
@@ -142,10 +145,16 @@ func newApp(e *env) *cli.App {
 		},
 	}
 	app.Commands = append(app.Commands, pauseCommands(e)...)
-	var setUsage func([]*cli.Command)
-	setUsage = func(cmds []*cli.Command) {
+	app.Commands = append(app.Commands, helpCommand(), versionCommand(e))
+	// urfave/cli adds --help to the app only when it has no command called help.
+	app.Flags = append(app.Flags, cli.HelpFlag)
+	var setUsage func(path string, cmds []*cli.Command)
+	setUsage = func(path string, cmds []*cli.Command) {
 		for _, cmd := range cmds {
 			cmd.OnUsageError = app.OnUsageError
+			if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+				cmd.Action = groupAction(strings.TrimSpace(path + " " + cmd.Name))
+			}
 			// urfave/cli adds a "help" subcommand (alias "h") to each command, so
 			// `jobs enqueue h` or `jobs cancel help` printed help instead of taking the
 			// word as a job type or ID. Commands without subcommands get none; their
@@ -156,11 +165,68 @@ func newApp(e *env) *cli.App {
 			if cmd.Before == nil {
 				cmd.Before = checkFlags
 			}
-			setUsage(cmd.Subcommands)
+			setUsage(path+" "+cmd.Name, cmd.Subcommands)
 		}
 	}
-	setUsage(app.Commands)
+	setUsage("", app.Commands)
 	return app
+}
+
+// groupAction runs when a command of subcommands (jobs cron) is given none, or an unknown
+// one: its help and a usage error (exit 2), as bare jobs does. urfave/cli's default shows
+// the help and exits 0, so `jobs cron $CMD` with CMD empty would pass for done; and an
+// unknown word said "No help topic" and exited 1.
+func groupAction(path string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return usagef("%s: unknown command %q; see jobs %s --help", path, c.Args().First(), path)
+		}
+		_ = cli.ShowSubcommandHelp(c)
+		return usagef("%s needs a command; see jobs %s --help", path, path)
+	}
+}
+
+// helpCommand is `jobs help COMMAND...`: the help of that command, as `jobs COMMAND...
+// --help` prints it (urfave/cli's own help command exits 1 on an unknown command, and
+// helps with one word only).
+func helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Usage:     "show the help of a command (the same as jobs COMMAND --help)",
+		ArgsUsage: "[COMMAND [SUBCOMMAND]]",
+		Action: func(c *cli.Context) error {
+			cmds := c.App.Commands
+			for _, word := range c.Args().Slice() {
+				cmd := findCommand(cmds, word)
+				if cmd == nil {
+					return usagef("help: no command %q; see jobs --help", strings.Join(c.Args().Slice(), " "))
+				}
+				cmds = cmd.Subcommands
+			}
+			if c.NArg() == 0 {
+				return cli.ShowAppHelp(c)
+			}
+			return c.App.RunContext(c.Context, append(append([]string{"jobs"}, c.Args().Slice()...), "--help"))
+		},
+	}
+}
+
+// version is what jobs --version and jobs version print: the string workers and
+// schedulers report in jobs workers, "unknown" for a binary without build information.
+func version() string { return cmp.Or(proto.Version(), "unknown") }
+
+func versionCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version of jobs (the same as jobs --version)",
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("version takes no arguments, got %q", c.Args().First())
+			}
+			fmt.Fprintf(e.stdout, "jobs version %s\n", version())
+			return nil
+		},
+	}
 }
 
 // connect opens the Redis named by --redis and checks that it answers, so a wrong address
