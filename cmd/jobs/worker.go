@@ -20,7 +20,8 @@ func workerCommand(e *env) *cli.Command {
 		Usage: "run jobs until SIGTERM/SIGINT",
 		Description: "Each --run TYPE=COMMAND runs COMMAND for jobs of TYPE: the command line is split\n" +
 			"into words like a shell does (quotes honoured, nothing expanded) and run directly, never\n" +
-			"through a shell; use sh -c '...' for pipes or variables. The program gets the payload on\n" +
+			"through a shell; use sh -c '...' for pipes or variables; a program not found at start is\n" +
+			"refused (exit 2). The program gets the payload on\n" +
 			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT in its environment (a workflow job\n" +
 			"also JOB_AFTER, its dependencies, JOB_DEPENDENCIES, their states and results as JSON, and\n" +
 			"JOB_BATCH), and may report\n" +
