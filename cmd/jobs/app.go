@@ -463,7 +463,8 @@ var emptyMeansNone = []string{"dash"}
 
 // checkEmpty refuses a string flag given an empty value: it would silently mean the
 // default or nothing (--id "" generated an ID, --exclusive-key "" keyed on the type,
-// --prefix "" meant jobs). env names where a global flag may have come from instead.
+// --prefix "" meant jobs). A global flag may have come from its environment variable
+// instead: the message names both.
 func checkEmpty(c *cli.Context, flags []cli.Flag) error {
 	for _, f := range flags {
 		name := f.Names()[0]
