@@ -61,17 +61,23 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	for i, r := range acks {
 		fin[i], results[i] = r.job, r.result
 	}
+	w := l.handWaiter(q, n)
 	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		if n > 0 {
 			l.mark(traceClaim)
 		}
-		acked, jobs, lim, err := l.w.broker.AckClaimLimited(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
+		acked, jobs, lim, registered, err := l.w.broker.AckClaimWaiting(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID, w)
 		if n > 0 {
 			l.mark(traceClaimed)
 		}
 		cancel()
-		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err) })
+		l.postEvent(func() {
+			if w != nil {
+				l.handClaimed(q, now, lim.Now, registered, err)
+			}
+			l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err)
+		})
 	})
 }
 
@@ -110,6 +116,7 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 		l.answered(q, now)
 		if n > 0 {
 			q.dry = len(jobs) < n && lim.By == ""
+			q.hand.maybe = q.hand.maybe || q.dry // its next claim registers it for hand-offs
 			l.limitMet(q, lim, sent)
 		}
 	}
@@ -285,8 +292,9 @@ func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, 
 	}
 }
 
-// wait blocks on the wake lists of the queues found empty, while there is room for a job
-// and no wait runs: a job enqueued (or made due) on one of them wakes this worker.
+// wait blocks on the wake lists of the queues found empty, and this worker's hand lists
+// on them, while there is room for a job and no wait runs: a job enqueued (or made due)
+// on one of them wakes this worker, or is handed to it (handoff.go).
 func (l *loop) wait(now time.Time) {
 	if l.waiting || l.stopping || now.Before(l.waitRetry) || l.room() == 0 {
 		return
@@ -304,11 +312,14 @@ func (l *loop) wait(now time.Time) {
 	}
 	l.waiting = true
 	l.callers.spawn(func() {
-		q, token, err := l.w.broker.Wait(l.bg, names, proto.MaxWait)
-		if token != "" {
+		q, token, job, err := l.w.broker.WaitHanded(l.bg, names, proto.MaxWait, &l.waiter)
+		switch {
+		case job != nil:
+			l.mark(traceHanded)
+		case token != "":
 			l.mark(traceWoken)
 		}
-		l.wakes <- wakeup{queue: q, token: token, err: err, on: on} // buffered 1: never blocks
+		l.wakes <- wakeup{queue: q, token: token, job: job, err: err, on: on} // buffered 1: never blocks
 	})
 }
 

@@ -62,7 +62,8 @@ type loop struct {
 	held     int // jobs claimed but held back for order (see placeHeld)
 	calls    int // Redis calls in flight that Run waits for before it returns
 
-	waiting   bool // a wait is in flight
+	waiter    proto.Waiter // this worker's registration for hand-offs (handoff.go)
+	waiting   bool         // a wait is in flight
 	waitFails int
 	waitRetry time.Time
 
@@ -115,6 +116,7 @@ type queueState struct {
 	retryAt  time.Time // no call before this after a failure
 
 	limit limitState // what its last claim met of the queue's limits (limit.go)
+	hand  handState  // this worker's registration for hand-offs on the queue (handoff.go)
 }
 
 type claimReply struct {
@@ -125,9 +127,10 @@ type claimReply struct {
 	got, redis time.Time
 }
 
-// wakeup is the outcome of one wait.
+// wakeup is the outcome of one wait: a wake token, or a job handed to this worker.
 type wakeup struct {
 	queue, token string
+	job          *queue.Job
 	err          error
 	on           []*queueState
 }
@@ -152,11 +155,14 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 		callers: callers{work: make(chan func())},
 		hist:    history{every: cfg.HistoryInterval, pending: map[historyKey]*proto.MetricsSample{}}}
 	for _, name := range w.queues {
-		q := &queueState{name: name, weight: cfg.Queues[name], replies: map[uint64]claimReply{}}
+		// hand.maybe: a hand list left by an earlier run of this ID is drained by the
+		// first claim.
+		q := &queueState{name: name, weight: cfg.Queues[name], replies: map[uint64]claimReply{}, hand: handState{maybe: true}}
 		l.queues = append(l.queues, q)
 		l.byName[name] = q
 	}
 	l.callers.exited = l.exited
+	l.waiter = w.broker.Waiter(cfg.ID, cfg.Lease)
 	return l
 }
 
@@ -219,14 +225,20 @@ func (l *loop) run(ctx context.Context) {
 		close(s.in) // idle slots end; an abandoned one ends when its handler returns
 	}
 	if l.waiting {
-		// Its token, if any, belongs to another worker now. The wait may block up to a
-		// second more, so Run does not wait for it; nor does this goroutine log once Run
-		// has returned: a token lost here costs an idle worker at most one MaxWait.
+		// Its token, if any, belongs to another worker now, and a job handed to this one
+		// goes back to ready. The wait may block up to a second more, so Run does not
+		// wait for it; nor does this goroutine log once Run has returned: a token lost
+		// here costs an idle worker at most one MaxWait, a handed job its lease (the
+		// reaper puts it back).
 		go func() {
-			if wu := <-l.wakes; wu.token != "" && wu.queue != "" {
-				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnTimeout)
+			wu := <-l.wakes
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnTimeout)
+			defer cancel()
+			switch {
+			case wu.job != nil: // claimed for this worker: another takes it at once
+				_ = l.w.broker.HandBack(wctx, wu.job, 0)
+			case wu.token != "" && wu.queue != "":
 				_ = l.w.broker.Wake(wctx, wu.queue, wu.token)
-				cancel()
 			}
 		}()
 	}
@@ -525,6 +537,10 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 		return
 	}
 	l.waitFails = 0
+	if wu.job != nil {
+		l.handed(l.byName[wu.queue], wu.job, now)
+		return
+	}
 	if wu.token == "" {
 		for _, q := range wu.on {
 			q.dry = false // look again: covers wake tokens lost with a crashed worker
