@@ -105,7 +105,7 @@ func (w *clusterWaiter) pop(k popKey, waiter *proto.Waiter) {
 	qk := w.c.keys.queue(k.queue)
 	keys := []string{qk.wake}
 	if waiter != nil {
-		keys = append(keys, qk.hand(waiter.Worker))
+		keys = []string{qk.hand(waiter.Worker), qk.wake} // a handed job first (see WaitHanded)
 	}
 	res, err := w.c.rdb.BLPop(ctx, blockFor(proto.MaxWait), keys...).Result()
 	o := wakeOutcome{queue: k.queue}

@@ -98,14 +98,17 @@ func (c broker) WaitHanded(ctx context.Context, queues []string, timeout time.Du
 		o := c.clusterWait.wait(ctx, queues, timeout, w)
 		return o.queue, o.token, o.job, o.err
 	}
+	// The hand lists first: BLPOP pops the first key that has an entry, and a handed job
+	// is claimed already (a wake token only says to claim).
 	keys := make([]string, 0, 2*len(queues))
-	for _, q := range queues {
-		keys = append(keys, c.keys.queue(q).wake)
-	}
 	if w != nil {
 		for _, q := range queues {
 			keys = append(keys, c.keys.queue(q).hand(w.Worker))
 		}
+	}
+	hands := len(keys)
+	for _, q := range queues {
+		keys = append(keys, c.keys.queue(q).wake)
 	}
 	res, err := c.rdb.BLPop(ctx, blockFor(timeout), keys...).Result()
 	switch {
@@ -116,9 +119,9 @@ func (c broker) WaitHanded(ctx context.Context, queues []string, timeout time.Du
 	case len(res) != 2:
 		return "", "", nil, fmt.Errorf("wait on %v: %w", queues, errBadReply)
 	}
-	if i := slices.Index(keys, res[0]); i >= len(queues) {
-		job, err := decodeHand(queues[i-len(queues)], w.Worker, res[1])
-		return queues[i-len(queues)], "", job, err
+	if i := slices.Index(keys, res[0]); i >= 0 && i < hands {
+		job, err := decodeHand(queues[i], w.Worker, res[1])
+		return queues[i], "", job, err
 	}
 	return c.keys.queueOfWake(res[0]), res[1], nil, nil
 }
