@@ -59,14 +59,16 @@ func (l *loop) handClaimed(q *queueState, sent, redisNow time.Time, registered b
 }
 
 // handed takes a job the wait popped from q's hand list: claimed for this worker by an
-// enqueue, it runs as a claimed one. The registration it used is spent, so q is claimed
-// again at once (off the job's path: it has started), to register for the next one.
+// enqueue, it runs as a claimed one, placed in order behind the replies of the calls on
+// q sent before it came (placeHeld): one of them may hold older jobs of q, claimed before
+// the hand-off (which found ready empty) and not placed yet. The registration it used is
+// spent, so q is claimed again at once (off the job's path), to register for the next.
 func (l *loop) handed(q *queueState, j *queue.Job, now time.Time) {
 	q.hand.maybe = true
 	q.dry = false
 	renewed := minTime(now, j.StartedAt.Add(q.hand.skew))
-	r := &run{job: j, q: q, state: claimed, renewed: renewed, claimed: renewed, index: -1}
-	if !l.place(r, now) {
-		l.handBack([]*run{r})
-	}
+	q.sent++
+	q.replies[q.sent] = claimReply{jobs: []*queue.Job{j}, sent: renewed, got: now, redis: j.StartedAt}
+	l.held++
+	l.placeHeld(q, now)
 }
