@@ -59,15 +59,7 @@ func startCounting(t *testing.T, c *queue.Client, cfg Config) *atomic.Int64 {
 			handed.Add(1)
 		}
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() err = %v", err)
-		}
-	})
+	runWorker(t, w)
 	return handed
 }
 

@@ -55,15 +55,7 @@ func startSkewedWorker(t *testing.T, c *queue.Client, cfg Config, skew time.Dura
 		t.Fatal(err)
 	}
 	w.broker = skewed{w.broker, skew}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() err = %v", err)
-		}
-	})
+	runWorker(t, w)
 }
 
 // Worker clocks skewed by -10, 0 and +10 minutes from Redis's change nothing: a binding
