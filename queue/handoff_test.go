@@ -19,6 +19,10 @@ func register(t *testing.T, c *Client, q string, w *proto.Waiter) {
 	if err != nil || len(jobs) != 0 || !registered {
 		t.Fatalf("AckClaimWaiting(empty queue) = %v, registered %v, err %v; want nothing, registered", jobs, registered, err)
 	}
+	// The set ends with its latest registration: workers that all died leave nothing.
+	if ttl, err := c.rdb.PTTL(ctx, c.keys.queue(q).waiters).Result(); err != nil || ttl <= 0 || ttl > proto.WaiterFor {
+		t.Fatalf("waiters PTTL = %v, %v; want at most %v", ttl, err, proto.WaiterFor)
+	}
 }
 
 // handList returns the entries of w's hand list on q.

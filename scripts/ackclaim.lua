@@ -34,9 +34,9 @@
 --                               "<lease_ms>\t<token prefix>\t<worker>" (see hand_off in
 --                               lib.lua): its hand list jobs:{q}:hand:<worker> (LIST) is
 --                               drained into the reply, and it is registered in
---                               jobs:{q}:waiters (ZSET) when the claim ran the queue dry
---                               (count > 0, fewer jobs than asked, no limit cut it short),
---                               else taken out
+--                               jobs:{q}:waiters (ZSET, PEXPIRE waiter_ms) when the claim
+--                               ran the queue dry (count > 0, fewer jobs than asked, no
+--                               limit cut it short), else taken out
 -- ARGV[13] waiter_ms            the registration's life from now (ms): the wait's length
 --                               and a margin
 -- ARGV[14+3k .. 16+3k]          id, lease token, result: one group per job to ack (<= 1000)
@@ -67,7 +67,7 @@ write_events(k.ev)
 if ARGV[12] ~= '' then
   local n = tonumber(ARGV[5])
   local hand = waiter_claimed(key_base(prefix), ARGV[12], ARGV[7], n > 0 and #out < n and limit[2] == 0,
-    now + tonumber(ARGV[13]))
+    now, tonumber(ARGV[13]))
   for _, e in ipairs(hand) do out[#out + 1] = e end
 end
 table.insert(out, 1, limit)

@@ -957,15 +957,17 @@ end
 
 -- waiter_claimed ends a claim by a worker that may be a waiter (waiter: its member): its
 -- hand list is drained into the claim's reply (a job handed while it was claiming anyway
--- is never stranded), and it is registered until expiry (ms) when the claim left it with
--- nothing more to take (dry: it is about to wait), else deregistered. Returns the hand
--- entries, oldest first.
-local function waiter_claimed(base, waiter, worker, dry, expiry)
+-- is never stranded), and it is registered for ttl ms from now when the claim left it
+-- with nothing more to take (dry: it is about to wait), else deregistered. The set
+-- expires with its latest registration: workers that all died leave nothing behind.
+-- Returns the hand entries, oldest first.
+local function waiter_claimed(base, waiter, worker, dry, now, ttl)
   local hand = base .. 'hand:' .. worker
   local got = redis.call('LRANGE', hand, 0, -1)
   if #got > 0 then redis.call('DEL', hand) end
   if dry then
-    redis.call('ZADD', base .. 'waiters', expiry, waiter)
+    redis.call('ZADD', base .. 'waiters', now + ttl, waiter)
+    redis.call('PEXPIRE', base .. 'waiters', ttl)
   else
     redis.call('ZREM', base .. 'waiters', waiter)
   end
