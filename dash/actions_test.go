@@ -399,3 +399,71 @@ func TestEveryMatchConfirmed(t *testing.T) {
 		}
 	})
 }
+
+// TestEveryMatchRemovingFromReady: cancelling or deleting every matching ready job takes
+// each job out of the list the batches page through, so the jobs behind move up; every
+// match is reached all the same, in plain ready and in limit keys' lists, pages of 2
+// and batches of 4 reads.
+func TestEveryMatchRemovingFromReady(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		do   string
+		opts []queue.Option
+	}{
+		{"cancel", "cancel", nil},
+		{"delete", "delete", nil},
+		{"cancel-keyed", "cancel", []queue.Option{queue.LimitKey("k1")}},
+		{"delete-keyed", "delete", []queue.Option{queue.LimitKey("k2")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t, Options{PageSize: 2, ScanLimit: 4})
+			var match, other []string
+			for i := range 14 {
+				// Runs of matches of different lengths: 1, 2, 3... between non-matches.
+				if i%4 == 3 || i%5 == 0 {
+					other = append(other, b.enqueue(t, "keep", "x", tc.opts...))
+				} else {
+					match = append(match, b.enqueue(t, "drop", "x", tc.opts...))
+				}
+			}
+			var c matchCount
+			b.getJSON(t, "/queues/default/matching?state=ready&do="+tc.do+"&type=drop", &c)
+			if c.Count != int64(len(match)) || !c.Complete {
+				t.Fatalf("count = %+v, want %d, complete", c, len(match))
+			}
+			form := url.Values{"state": {"ready"}, "do": {tc.do}, "type": {"drop"},
+				"count": {strconv.FormatInt(c.Count, 10)}, "token": {c.Token}}
+			for batches := 1; ; batches++ {
+				if batches > 20 {
+					t.Fatal("more than 20 batches")
+				}
+				r := b.do(t, "POST", "/queues/default/matching", form, map[string]string{"Accept": "application/json"})
+				wantStatus(t, "POST matching", r, 200)
+				var d matchingData
+				if err := json.Unmarshal([]byte(r.body), &d); err != nil {
+					t.Fatal(err)
+				}
+				if d.Next == "" {
+					if d.Changed != len(match) || d.Failed != 0 {
+						t.Errorf("every match done: changed %d, failed %d; want %d, 0", d.Changed, d.Failed, len(match))
+					}
+					break
+				}
+				form.Set("cursor", d.Next)
+				form.Set("changed", strconv.Itoa(d.Changed))
+				form.Set("read", strconv.Itoa(d.Read))
+				form.Set("failed", strconv.Itoa(d.Failed))
+			}
+			for _, id := range match {
+				if got := b.state(t, "default", id); got == queue.StateReady {
+					t.Errorf("matching job %s is still ready after %s of every match", id, tc.do)
+				}
+			}
+			for _, id := range other {
+				if got := b.state(t, "default", id); got != queue.StateReady {
+					t.Errorf("job %s that does not match is %q, want ready", id, got)
+				}
+			}
+		})
+	}
+}

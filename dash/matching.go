@@ -184,6 +184,13 @@ func (h *Handler) matchingAction(w http.ResponseWriter, r *http.Request, q strin
 	}
 	ctx := r.Context()
 	cursor, read, changed, failed := r.PostFormValue("cursor"), 0, 0, 0
+	// A ready page's cursor is a position in a list (queue.Client.Page), and cancel and
+	// delete take a ready job out of that list: the jobs behind it move up into the page
+	// just read. So a ready page that lost jobs is read again from the same cursor (the
+	// first page's is "0", as "" would say the end), and tried keeps a job refused there
+	// from being tried and counted twice.
+	shifts := m.State == queue.StateReady
+	tried := map[string]bool{}
 	for {
 		p, err := h.client.Page(ctx, q, m.State, cursor, h.opts.PageSize)
 		if err != nil {
@@ -191,17 +198,26 @@ func (h *Handler) matchingAction(w http.ResponseWriter, r *http.Request, q strin
 			return
 		}
 		read += p.Read
+		removed := 0
 		for _, j := range p.Jobs {
-			if !m.Filter.match(j) {
+			if !m.Filter.match(j) || tried[j.ID] {
 				continue
 			}
+			tried[j.ID] = true
 			if err := h.runJobAction(ctx, m.Do, q, j.ID); err != nil {
 				failed++
 			} else {
 				changed++
+				removed++
 			}
 		}
-		cursor = p.Next
+		if shifts && removed > 0 {
+			if cursor == "" {
+				cursor = "0"
+			}
+		} else {
+			cursor = p.Next
+		}
 		if cursor == "" || read >= h.opts.ScanLimit {
 			break
 		}

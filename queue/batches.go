@@ -128,7 +128,7 @@ func (c *Client) NewBatch(ctx context.Context, o BatchOptions, jobs []BatchJob) 
 		if err := c.rdb.SAdd(ctx, c.keys.queues(), ref.Queue).Err(); err != nil {
 			return ref, nil, fmt.Errorf("batch %s: %w", ref, err)
 		}
-		c.known.Store(ref.Queue, struct{}{})
+		c.known.Store(ref.Queue, time.Now())
 	}
 	if err := c.batchCall(ctx, ref, "create", cbs, prep); err != nil {
 		return ref, nil, err

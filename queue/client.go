@@ -102,7 +102,10 @@ type Client struct {
 	rdb    redis.UniversalClient
 	cfg    Config
 	keys   keys
-	known  sync.Map // queue name -> struct{}: already added to the queues set
+	known  sync.Map // queue name -> time.Time it was last added to the queues set
+	// reregister: a queue is added to the queues set again by the first enqueue on it this
+	// long after the last time (reregisterEvery; shorter in tests).
+	reregister time.Duration
 	qkeys  sync.Map // queue name -> queueKeys, built once rather than on every enqueue
 	token  string   // random per Client: lease tokens are token + seq + index
 	tokens atomic.Uint64
@@ -127,7 +130,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix},
+	c := &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix}, reregister: reregisterEvery,
 		token: strconv.FormatUint(rand.Uint64(), 36)}
 	c.enqueues = coalesce.New(coalesceMax, c.enqueueCoalesced)
 	c.acks = coalesce.New(coalesceMax, c.ackCoalesced)
@@ -296,17 +299,24 @@ func (c *Client) check(job BatchJob) (options, error) {
 	return o, nil
 }
 
-// register returns the queue names not yet added to the queues set by this Client; they
-// are added in the same pipeline as the enqueue (once per queue per Client, not per job).
+// register returns the queue names this Client has not added to the queues set within
+// c.reregister; they are added in the same pipeline as the enqueue.
 func (c *Client) register(queues []string) []string {
 	var fresh []string
 	for _, q := range queues {
-		if _, ok := c.known.Load(q); !ok {
+		if at, ok := c.known.Load(q); !ok || time.Since(at.(time.Time)) >= c.reregister {
 			fresh = append(fresh, q)
 		}
 	}
 	return fresh
 }
+
+// reregisterEvery is how often a long-lived Client adds the queues it enqueues on to the
+// queues set again (one SADD in an enqueue's pipeline, once per queue): a Redis restarted
+// without persistence, flushed, or failed over to a replica that missed the write loses
+// the set, and readers (jobs ls and stats, the dashboard) know a queue only from it, while
+// the Client remembered it as added. A queue comes back with its next enqueue after this.
+const reregisterEvery = 15 * time.Second
 
 // scriptCall is one script invocation inside a pipeline.
 type scriptCall struct {
@@ -362,8 +372,9 @@ func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*sc
 		sadd = c.rdb.SAdd(ctx, c.keys.queues(), toAny(newQueues)...)
 	}
 	if sadd.Err() == nil {
+		now := time.Now()
 		for _, q := range newQueues {
-			c.known.Store(q, struct{}{})
+			c.known.Store(q, now)
 		}
 	}
 }

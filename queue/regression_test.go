@@ -282,3 +282,32 @@ func sendPrepared(c *Client, jobs []prepared) ([]BatchResult, error) {
 	res := c.enqueuePrepared(ctx, jobs)
 	return res, batchError(res)
 }
+
+// A Redis that loses the queues set (restarted without persistence, flushed, failed over
+// to a replica that missed the write) gets a queue back from the next enqueue on it once
+// the Client's reregister interval has passed since it last added it: a long-lived
+// Client (a scheduler, a web app) used to remember the queue as added forever, so jobs ls
+// said `no queue "default"` with its jobs in Redis.
+func TestQueueRegisteredAgainAfterRedisLostTheSet(t *testing.T) {
+	c := setup(t, Config{})
+	if _, err := c.Enqueue(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	c.rdb.Del(ctx, c.keys.queues())
+	if _, err := c.Enqueue(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.rdb.SIsMember(ctx, c.keys.queues(), "default").Val() {
+		t.Fatal("the queue was added again within the interval: every enqueue pays an SADD")
+	}
+	c.reregister = 0 // the interval has passed
+	if _, err := c.Enqueue(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !c.rdb.SIsMember(ctx, c.keys.queues(), "default").Val() {
+		t.Fatal("the queue was not added again by an enqueue after the interval")
+	}
+	if jobs, err := c.List(ctx, "default", StateReady, 0, 10); err != nil || len(jobs) != 3 {
+		t.Errorf("List(ready) = %d jobs, %v; want 3", len(jobs), err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/proto"
@@ -117,6 +118,9 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 		if n > 0 {
 			q.dry = len(jobs) < n && lim.By == ""
 			q.hand.maybe = q.hand.maybe || q.dry // its next claim registers it for hand-offs
+			if q.dry {
+				q.lookAt = l.nextLook(now)
+			}
 			l.limitMet(q, lim, sent)
 		}
 	}
@@ -235,8 +239,30 @@ func (l *loop) beaten(q *queueState, runs []*run, sent time.Time, lost, cancelle
 	}
 }
 
-// maintain reaps q's expired leases (about once a second) and promotes its due delayed
-// and retrying jobs (when one is due, or a wake token or a reap asked).
+// recheckEvery is how often an idle worker of n queues looks at each of them unasked:
+// reaps its expired leases, promotes its due jobs, and claims from it after a wait that no
+// wake token ended (covering a token lost with a crashed worker). Once a second up to 100
+// queues; beyond, each less often, so that these calls stay near 100 a second of each
+// kind: at once a second each, an idle worker of 1,000 queues made ~2,400 script calls a
+// second. (Wake tokens and exact due times make the work itself prompt; this is the
+// safety net.) Reaps are also at most half a lease apart.
+func recheckEvery(n int) time.Duration {
+	return max(time.Second, time.Duration(n)*10*time.Millisecond)
+}
+
+// nextLook is when a queue looked at now is looked at again unasked: recheck later, give
+// or take a quarter when that is over a second, so that queues first looked at together
+// (a thousand, at start) spread out rather than come due in one burst.
+func (l *loop) nextLook(now time.Time) time.Time {
+	d := l.recheck
+	if d > time.Second {
+		d = d*3/4 + rand.N(d/2)
+	}
+	return now.Add(d)
+}
+
+// maintain reaps q's expired leases (every recheck, at most half a lease) and promotes its
+// due delayed and retrying jobs (when one is due, or a wake token or a reap asked).
 func (l *loop) maintain(q *queueState, now time.Time) {
 	reap, promote := !now.Before(q.nextReap), !now.Before(q.nextPromote)
 	if promote {
@@ -271,14 +297,14 @@ func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, 
 	}
 	l.answered(q, now)
 	if reap {
-		q.nextReap = now.Add(min(time.Second, l.cfg.Lease/2))
+		q.nextReap = minTime(l.nextLook(now), now.Add(l.cfg.Lease/2))
 		if reaped > 0 {
 			l.log.LogAttrs(context.Background(), slog.LevelWarn, "reaped jobs whose lease expired",
 				slog.String(attrQueue, q.name), slog.Int("jobs", reaped))
 		}
 	}
 	if promote {
-		wait := proto.MaxWait
+		wait := l.nextLook(now).Sub(now)
 		if next >= 0 {
 			wait = min(wait, next)
 		}

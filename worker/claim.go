@@ -50,10 +50,13 @@ func (l *loop) timed(took time.Duration) { l.avg += (took - l.avg) / 8 }
 // went stale: the average was too optimistic, as handlers still running are not in it.
 func (l *loop) slowed() { l.avg = max(l.avg, l.aheadUntil) }
 
+// drawsPerExchange bounds how many queues one exchange claims from (see exchange).
+const drawsPerExchange = 8
+
 // exchange sends, for each queue that has acks waiting or a share of the room, one call
 // that acks and claims (at most two in flight per queue). The room is shared among the
-// queues that may have jobs, by weight: each job goes to a queue drawn with probability
-// weight/total.
+// queues that may have jobs, by weight: each chunk of it (an eighth, at least one job)
+// goes to a queue drawn with probability weight/total.
 func (l *loop) exchange(now time.Time) {
 	l.ackFrees()
 	want := 0
@@ -76,15 +79,17 @@ func (l *loop) exchange(now time.Time) {
 			total += q.weight
 		}
 	}
-	for range min(want, proto.MaxBatch) {
-		if total == 0 {
-			break
-		}
+	// The room is drawn in at most drawsPerExchange chunks, not job by job: a worker
+	// serving a thousand queues sent a call of about one job to each of ~160 queues per
+	// exchange, paying a call's fixed cost (in Redis and here) per job.
+	draws := min(want, proto.MaxBatch)
+	chunk := max(1, (draws+drawsPerExchange-1)/drawsPerExchange)
+	for left := draws; left > 0 && total > 0; left -= chunk {
 		r := rand.N(total)
 		for _, q := range l.queues {
 			if l.mayClaim(q, now) {
 				if r -= q.weight; r < 0 {
-					q.share++
+					q.share += min(chunk, left)
 					break
 				}
 			}

@@ -138,13 +138,12 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	if len(starts) < 2 {
 		t.Fatalf("%d jobs started in 10s, want about 200", len(starts))
 	}
-	// Never over the rate. Under it only by the workers' lateness beyond the 20ms a claim
-	// may come early: a claim that reaches Redis after its token was due loses that time
-	// (GCRA gives none back without a burst). On an idle machine the mean is within 2%
-	// (see the FIGURES line); with -race and other packages' tests at once, timers fire
-	// late enough to lose up to 15% (17.0/s seen).
-	if rate < 16.5 || rate > 20.02 {
-		t.Errorf("mean rate %.3f/s over %d starts, want 20/s (at most, and not 17.5%% under)", rate, len(starts))
+	// Never over the rate, and within 2% under it (issue 16). A claim takes the tokens due
+	// within 20ms and the worker starts each job at its token's instant, so a worker's
+	// lateness costs nothing until it exceeds that: at load 13-19 (the whole module's -race
+	// tests beside this one) the mean was 19.969 and 20.000/s.
+	if rate < 19.6 || rate > 20.02 {
+		t.Errorf("mean rate %.3f/s over %d starts, want 20/s within 2%% (at most 20.02)", rate, len(starts))
 	}
 	t.Logf("FIGURES rate 20/s, 3 workers: %d starts in 10s, most in any 1s window %d, mean %.3f/s", len(starts), most, rate)
 }

@@ -57,10 +57,11 @@ type loop struct {
 	idle       []*slot
 	timers     timers // running runs by checkAt
 
-	busy     int // slots running a handler
-	reserved int // jobs that claims in flight may bring
-	held     int // jobs claimed but held back for order (see placeHeld)
-	calls    int // Redis calls in flight that Run waits for before it returns
+	busy     int           // slots running a handler
+	reserved int           // jobs that claims in flight may bring
+	held     int           // jobs claimed but held back for order (see placeHeld)
+	calls    int           // Redis calls in flight that Run waits for before it returns
+	recheck  time.Duration // recheckEvery for its queues
 
 	waiter    proto.Waiter // this worker's registration for hand-offs (handoff.go)
 	waiting   bool         // a wait is in flight
@@ -96,7 +97,10 @@ type queueState struct {
 
 	// dry: the last claim found it empty; claim again after a wake token, a promotion or
 	// reap that moved jobs, or the end of a wait.
-	dry      bool
+	dry bool
+	// lookAt: once the last claim found it empty, when the end of a wait that no token
+	// ended looks at it again (nextLook).
+	lookAt   time.Time
 	acks     []*run // succeeded runs, acked by its next exchange call
 	inflight int    // exchange calls in flight (at most 2)
 	claiming int    // of which claim jobs (see mayClaim)
@@ -161,6 +165,7 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 		l.queues = append(l.queues, q)
 		l.byName[name] = q
 	}
+	l.recheck = recheckEvery(len(l.queues))
 	l.callers.exited = l.exited
 	l.waiter = w.broker.Waiter(cfg.ID, cfg.Lease)
 	return l
@@ -543,7 +548,11 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 	}
 	if wu.token == "" {
 		for _, q := range wu.on {
-			q.dry = false // look again: covers wake tokens lost with a crashed worker
+			// Look again (covers wake tokens lost with a crashed worker), each queue once
+			// a recheck at most.
+			if !now.Before(q.lookAt) {
+				q.dry = false
+			}
 			q.limit.woken()
 		}
 		return

@@ -21,18 +21,21 @@ func workerCommand(e *env) *cli.Command {
 		Description: "Each --run TYPE=COMMAND runs COMMAND for jobs of TYPE: the command line is split\n" +
 			"into words like a shell does (quotes honoured, nothing expanded) and run directly, never\n" +
 			"through a shell; use sh -c '...' for pipes or variables. The program gets the payload on\n" +
-			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT in its environment (a workflow job\n" +
-			"also JOB_AFTER, its dependencies, JOB_DEPENDENCIES, their states and results as JSON, and\n" +
-			"JOB_BATCH), and may report\n" +
-			"progress by writing lines \"PERCENT [MESSAGE]\" to file descriptor 3 (JOB_PROGRESS_FD;\n" +
-			"bad lines are ignored; jobs inspect shows the latest). Exit 0 succeeds\n" +
-			"(stdout is the result), 75 asks for a retry, anything else fails (stderr's tail is the\n" +
-			"error); at the job's timeout its process group is killed. On SIGTERM or SIGINT the\n" +
+			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT and JOB_LIMIT_KEY in its environment\n" +
+			"(a workflow job also JOB_AFTER, its dependencies, JOB_DEPENDENCIES, their states and\n" +
+			"results as JSON, and JOB_BATCH), and may report progress by writing lines\n" +
+			"\"PERCENT [MESSAGE]\" to file descriptor 3 (JOB_PROGRESS_FD; bad lines are ignored;\n" +
+			"jobs inspect shows the latest). Exit 0 succeeds (stdout, up to 1 MiB, is the result),\n" +
+			"75 asks for a retry, 76 snoozes the job and 77 pauses its limit key for the delay on\n" +
+			"stdout's last line (30s, 5m) without counting the attempt, anything else fails (stderr's\n" +
+			"last 4 KiB is the error). At the job's timeout its process group is\n" +
+			"killed; a worker killed with SIGKILL takes the program with it (Linux), not what the\n" +
+			"program started: a shell wrapper should exec its last command. On SIGTERM or SIGINT the\n" +
 			"worker stops claiming, lets running jobs finish within --shutdown-timeout, hands the\n" +
 			"rest back to their queue, and exits 0. Examples:\n\n" +
 			"   jobs worker --run 'email=./send-email.sh'\n" +
 			"   jobs worker --queue critical=6 --queue default=3 --queue low=1 --concurrency 20 \\\n" +
-			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'make-report > /tmp/r'\"\n" +
+			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'exec make-report > /tmp/r'\"\n" +
 			"   jobs worker --run \"import=sh -c 'echo 10 reading >&3; ./import; echo 100 done >&3'\"",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: run COMMAND for jobs of TYPE (repeatable)"},
