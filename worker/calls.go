@@ -349,6 +349,59 @@ func (l *loop) wait(now time.Time) {
 	})
 }
 
+// woken takes the wait's outcome.
+func (l *loop) woken(wu wakeup, now time.Time) {
+	l.waiting = false
+	if wu.err != nil {
+		for _, q := range wu.on {
+			q.dry = false // claims may work while waits fail: keep claiming
+		}
+		if q := l.byName[wu.queue]; q != nil {
+			l.failed(q, wu.err, now)
+			return
+		}
+		// Its own backoff: claims may succeed while waits keep failing (an ACL without
+		// BLPOP, say).
+		l.waitFails++
+		delay := backoffDelay(l.waitFails, waitBackoffMax)
+		l.waitRetry = now.Add(delay)
+		l.log.LogAttrs(context.Background(), slog.LevelWarn, "wait failed; retrying",
+			slog.String("error", wu.err.Error()), slog.Duration("retry_in", delay))
+		return
+	}
+	l.waitFails = 0
+	if wu.job != nil {
+		l.handed(l.byName[wu.queue], wu.job, now)
+		return
+	}
+	if wu.token == "" {
+		for _, q := range wu.on {
+			// Look again (covers wake tokens lost with a crashed worker), each queue once
+			// a recheck at most.
+			if !now.Before(q.lookAt) {
+				q.dry = false
+			}
+			q.limit.woken()
+		}
+		return
+	}
+	q := l.byName[wu.queue]
+	if q == nil || l.stopping || l.room() == 0 {
+		l.passOn(wu) // we cannot use it: another idle worker can
+		return
+	}
+	q.dry = false
+	q.limit.woken() // a slot may have freed
+	l.answered(q, now)
+	if wu.token == proto.WakeScheduled {
+		q.nextPromote = now // it may be due sooner than planned
+		q.promoteAsked = q.maintaining
+	}
+	if wu.token == proto.WakeOutbox && !q.maintaining {
+		q.nextReap = now // the reap's reply says the outbox holds entries: deliver them
+	}
+}
+
 // passOn pushes back, on a goroutine of its own, a wake token this worker popped but will
 // not act on: another idle worker can.
 func (l *loop) passOn(wu wakeup) {
