@@ -99,17 +99,17 @@ func (c Config) validate() error {
 // Client enqueues jobs and runs every state transition on Redis. It is safe for
 // concurrent use; create one per process and share it.
 type Client struct {
-	rdb    redis.UniversalClient
-	cfg    Config
-	keys   keys
-	known  sync.Map // queue name -> time.Time it was last added to the queues set
+	rdb   redis.UniversalClient
+	cfg   Config
+	keys  keys
+	known sync.Map // queue name -> time.Time it was last added to the queues set
 	// reregister: a queue is added to the queues set again by the first enqueue on it this
 	// long after the last time (reregisterEvery; shorter in tests).
 	reregister time.Duration
-	qkeys  sync.Map // queue name -> queueKeys, built once rather than on every enqueue
-	token  string   // random per Client: lease tokens are token + seq + index
-	tokens atomic.Uint64
-	ids    idGen // generated job IDs, monotonic per Client
+	qkeys      sync.Map // queue name -> queueKeys, built once rather than on every enqueue
+	token      string   // random per Client: lease tokens are token + seq + index
+	tokens     atomic.Uint64
+	ids        idGen // generated job IDs, monotonic per Client
 
 	// Concurrent single Enqueue and Ack calls are coalesced into one script call per
 	// queue (see internal/coalesce): a web server's many small enqueues, or a worker's

@@ -554,6 +554,9 @@ func TestWorkersWithDifferentHandlersShareAQueue(t *testing.T) {
 	defer log.mu.Unlock()
 	warned := 0
 	for line := range strings.Lines(log.buf.String()) {
+		if strings.Contains(line, `"msg":"job postponed"`) && !strings.Contains(line, `"level":"DEBUG"`) {
+			t.Errorf("a postponement for want of a handler logged above Debug (the warning once a minute says it): %s", line)
+		}
 		if strings.Contains(line, `"level":"WARN","msg":"no handler for a job type here`) {
 			warned++
 			if !strings.Contains(line, `"job_type":"email"`) && !strings.Contains(line, `"job_type":"nobody"`) {

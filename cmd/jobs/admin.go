@@ -165,8 +165,9 @@ func cancelCommand(e *env) *cli.Command {
 		Name:      "cancel",
 		Usage:     "cancel a job: a waiting job goes to dead; a running job's context is cancelled by its worker",
 		ArgsUsage: "ID",
-		Description: "A running job is stopped at its worker's next heartbeat (a third of the lease, 10s by\n" +
-			"default); its failure goes to dead. Dead jobs can be run again with `jobs retry`. Example:\n\n" +
+		Description: "A running job is stopped by its worker within about a round trip (a pub/sub notice),\n" +
+			"or at its next heartbeat if the notice was missed (a third of the lease, 10s by default);\n" +
+			"the job then goes to dead. Dead jobs can be run again with `jobs retry`. Example:\n\n" +
 			"   jobs cancel 01JEXAMPLE0000000000000000",
 		Flags: []cli.Flag{&cli.StringFlag{Name: "queue", Usage: "the job's queue (default: search all)"}},
 		Action: func(c *cli.Context) error {
@@ -191,7 +192,7 @@ func cancelCommand(e *env) *cli.Command {
 				return jobError(id, err)
 			}
 			if state == queue.StateActive {
-				fmt.Fprintf(e.stdout, "%s is running: its worker will cancel it at its next heartbeat\n", shown(id))
+				fmt.Fprintf(e.stdout, "%s is running: its worker is told to stop it, and the job goes to dead\n", shown(id))
 			} else {
 				fmt.Fprintf(e.stdout, "%s cancelled (now dead)\n", shown(id))
 			}
