@@ -1,7 +1,9 @@
 -- lib.lua: prepended to every script by scripts.go, so a transition's file holds only its
 -- own logic. Nothing here touches a key by itself. Keep to `local function` definitions,
 -- each with its comment right above it: a script gets only the ones it calls (Redis runs
--- a script's whole text on every call, unused functions included).
+-- a script's whole text on every call, unused functions included). A few are cold
+-- (scripts.go): a script that calls one gets it, and what only it needs, defined on its
+-- first call.
 --
 -- The clock is Redis's (TIME), never a client's: leases, due times and reaping are judged
 -- by one clock however skewed the workers' clocks are.
