@@ -75,7 +75,7 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 		cancel()
 		l.postEvent(func() {
 			if w != nil {
-				l.handClaimed(q, now, lim.Now, registered, err)
+				l.handClaimed(q, lim.Now, registered, err)
 			}
 			l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err)
 		})
@@ -115,6 +115,7 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 		l.failed(q, err, now)
 	} else {
 		l.answered(q, now)
+		l.handClock(q, sent, now, lim.Now)
 		if n > 0 {
 			q.dry = len(jobs) < n && lim.By == ""
 			q.hand.maybe = q.hand.maybe || q.dry // its next claim registers it for hand-offs
@@ -338,7 +339,7 @@ func (l *loop) wait(now time.Time) {
 	}
 	l.waiting = true
 	l.callers.spawn(func() {
-		q, token, job, err := l.w.broker.WaitHanded(l.bg, names, proto.MaxWait, &l.waiter)
+		q, token, job, err := l.w.broker.WaitHanded(l.bg, names, proto.MaxWait, l.waiter)
 		switch {
 		case job != nil:
 			l.mark(traceHanded)

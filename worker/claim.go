@@ -138,10 +138,11 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 			if !rep.redis.IsZero() {
 				if j.StartedAt.After(rep.redis) {
 					r.notBefore = rep.got.Add(j.StartedAt.Sub(rep.redis))
-				} else if d := rep.redis.Sub(j.StartedAt); d > 0 {
+				} else if j.StartedAt.Before(rep.redis) {
 					// Handed to this worker before the claim ran (handoff.go): its lease
-					// is that much older.
-					r.renewed, r.claimed = rep.sent.Add(-d), rep.sent.Add(-d)
+					// is older.
+					r.renewed = l.handedAt(q, j.StartedAt, rep.sent)
+					r.claimed = r.renewed
 				}
 			}
 			got = append(got, r)

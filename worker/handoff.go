@@ -23,17 +23,47 @@ type handState struct {
 	// registration out (the last one in Redis's order: at).
 	maybe bool
 	at    time.Time // Redis's time of the claim that last set maybe
-	// skew is this clock's lead on Redis's, at most (a registering claim's send time less
-	// its Redis time): a job handed at Redis time t was handed here no later than
-	// t + skew, when its lease began.
-	skew time.Duration
+	// clock pairs this clock with Redis's: a claim on q was sent at sent (this clock)
+	// and ran at redis (Redis's), so an instant t of Redis's was no earlier than
+	// sent + (t - redis) here. Of the claims that took the shortest round trip (the
+	// tightest pair: a claim that waited for a connection runs long after it was sent),
+	// or the latest after clockFor.
+	clock struct {
+		sent, redis time.Time
+		rtt         time.Duration
+	}
+}
+
+// clockFor is how long a pairing of the clocks is kept before any claim replaces it:
+// a step of Redis's clock misleads handedAt that long at most.
+const clockFor = 10 * time.Second
+
+// handClock takes the pairing of a claim on q that was sent at sent, answered at got and
+// ran at redis (Redis's time).
+func (l *loop) handClock(q *queueState, sent, got, redis time.Time) {
+	c := &q.hand.clock
+	if redis.IsZero() {
+		return
+	}
+	if rtt := got.Sub(sent); c.sent.IsZero() || rtt <= c.rtt || got.Sub(c.sent) > clockFor {
+		c.sent, c.redis, c.rtt = sent, redis, rtt
+	}
+}
+
+// handedAt is, on this clock, when a job of q handed at Redis time started (its lease
+// began) at the earliest, and no later than now.
+func (l *loop) handedAt(q *queueState, started, now time.Time) time.Time {
+	if q.hand.clock.sent.IsZero() {
+		return now // never: a hand-off follows a claim on q
+	}
+	return minTime(now, q.hand.clock.sent.Add(started.Sub(q.hand.clock.redis)))
 }
 
 // handWaiter is the waiter an exchange of n claims on q carries: while the worker may be
 // registered there, with every claim, and, stopping, with the last call (handDrain).
 func (l *loop) handWaiter(q *queueState, n int) *proto.Waiter {
 	if q.hand.maybe && (n > 0 || l.stopping) {
-		return &l.waiter
+		return l.waiter
 	}
 	return nil
 }
@@ -42,20 +72,17 @@ func (l *loop) handWaiter(q *queueState, n int) *proto.Waiter {
 // take its registration out: once nothing else is in flight on q, so that no claim sent
 // earlier registers it again behind the drain.
 func (l *loop) handDrain(q *queueState) bool {
-	return l.stopping && q.hand.maybe && q.inflight == 0
+	return l.stopping && l.waiter != nil && q.hand.maybe && q.inflight == 0
 }
 
-// handClaimed takes the reply of a claim that carried the waiter: sent when it was sent,
-// redisNow when it ran; registered whether it left the worker registered.
-func (l *loop) handClaimed(q *queueState, sent, redisNow time.Time, registered bool, err error) {
+// handClaimed takes the reply of a claim that carried the waiter: redisNow is when it
+// ran, registered whether it left the worker registered.
+func (l *loop) handClaimed(q *queueState, redisNow time.Time, registered bool, err error) {
 	if err != nil || !redisNow.After(q.hand.at) {
 		return // it may not have run, or a claim that ran after it replied first
 	}
 	q.hand.at = redisNow
 	q.hand.maybe = registered
-	if registered {
-		q.hand.skew = sent.Sub(redisNow)
-	}
 }
 
 // handed takes a job the wait popped from q's hand list: claimed for this worker by an
@@ -66,7 +93,7 @@ func (l *loop) handClaimed(q *queueState, sent, redisNow time.Time, registered b
 func (l *loop) handed(q *queueState, j *queue.Job, now time.Time) {
 	q.hand.maybe = true
 	q.dry = false
-	renewed := minTime(now, j.StartedAt.Add(q.hand.skew))
+	renewed := l.handedAt(q, j.StartedAt, now)
 	q.sent++
 	q.replies[q.sent] = claimReply{jobs: []*queue.Job{j}, sent: renewed, got: now, redis: j.StartedAt}
 	l.held++

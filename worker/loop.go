@@ -63,8 +63,8 @@ type loop struct {
 	calls    int           // Redis calls in flight that Run waits for before it returns
 	recheck  time.Duration // recheckEvery for its queues
 
-	waiter    proto.Waiter // this worker's registration for hand-offs (handoff.go)
-	waiting   bool         // a wait is in flight
+	waiter    *proto.Waiter // this worker's registration for hand-offs (handoff.go); nil: none
+	waiting   bool          // a wait is in flight
 	waitFails int
 	waitRetry time.Time
 
@@ -167,7 +167,12 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 	}
 	l.recheck = recheckEvery(len(l.queues))
 	l.callers.exited = l.exited
-	l.waiter = w.broker.Waiter(cfg.ID, cfg.Lease)
+	if l.recheck <= proto.MaxWait {
+		// A worker of more queues looks at each less often than a registration lasts:
+		// its waits would renew none, and each claim would carry its waiter for nothing.
+		waiter := w.broker.Waiter(cfg.ID, cfg.Lease)
+		l.waiter = &waiter
+	}
 	return l
 }
 
