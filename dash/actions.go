@@ -101,8 +101,18 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	// As jobs pause does: a pause of a queue no job was ever enqueued on (a typo in a
+	// hand-written URL) would write its paused key and answer as if it had worked.
+	qs, err := h.client.Queues(ctx)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if !slices.Contains(qs, q) {
+		h.fail(w, r, http.StatusNotFound, fmt.Errorf("no queue %q (no job was ever enqueued on it)", q))
+		return
+	}
 	e := queue.AuditEntry{Action: act, Queue: q}
-	var err error
 	switch act {
 	case "pause":
 		err = h.client.Pause(ctx, q)

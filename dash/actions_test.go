@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -466,4 +467,23 @@ func TestEveryMatchRemovingFromReady(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueueActionOfUnknownQueue: a POST pause of a queue no job was ever enqueued on
+// answered 303 and wrote its paused key. It is refused as jobs pause refuses it, and
+// writes nothing.
+func TestQueueActionOfUnknownQueue(t *testing.T) {
+	b := setup(t, Options{})
+	b.enqueue(t, "t", "x")
+	for _, act := range []string{"pause", "resume", "retry-dead"} {
+		r := b.post(t, "/queues/zzdashunknown/"+act, nil)
+		if r.status != http.StatusNotFound || !strings.Contains(r.body, "no queue &#34;zzdashunknown&#34;") && !strings.Contains(r.body, `no queue "zzdashunknown"`) {
+			t.Errorf("POST %s of an unknown queue = %d %.300s, want 404 no queue", act, r.status, r.body)
+		}
+	}
+	keys, err := redistest.Client(t).Keys(context.Background(), "*zzdashunknown*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Errorf("keys of the unknown queue = %q, %v; want none", keys, err)
+	}
+	wantStatus(t, "POST pause of a known queue", b.post(t, "/queues/default/pause", nil), http.StatusSeeOther)
 }

@@ -79,15 +79,24 @@ func findJob(c *cli.Context, client *queue.Client, id string) (*queue.Job, error
 // requireQueue fails unless a job was ever enqueued on q: a typo must not silently act
 // on nothing.
 func requireQueue(c *cli.Context, client *queue.Client, q string) error {
-	if err := queue.ValidateQueue(q); err != nil {
-		return usagef("%v", err)
+	return requireQueues(c, client, []string{q})
+}
+
+// requireQueues is requireQueue for several queues, read in one round trip.
+func requireQueues(c *cli.Context, client *queue.Client, names []string) error {
+	for _, q := range names {
+		if err := queue.ValidateQueue(q); err != nil {
+			return usagef("%v", err)
+		}
 	}
 	qs, err := client.Queues(c.Context)
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(qs, q) {
-		return fmt.Errorf("no queue %q (no job was ever enqueued on it)", q)
+	for _, q := range names {
+		if !slices.Contains(qs, q) {
+			return fmt.Errorf("no queue %q (no job was ever enqueued on it)", q)
+		}
 	}
 	return nil
 }

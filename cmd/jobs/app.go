@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,8 +82,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func newApp(e *env) *cli.App {
 	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	app := &cli.App{
-		Name:  "jobs",
-		Usage: "a Redis-only job system: enqueue, run and inspect jobs",
+		Name:    "jobs",
+		Usage:   "a Redis-only job system: enqueue, run and inspect jobs",
+		Version: version(),
 		Description: "Jobs are stored in Redis as plain keys (see KEYS.md). Point every command at the\n" +
 			"same Redis with --redis or JOBS_REDIS_URL.",
 		Flags: []cli.Flag{
@@ -123,12 +125,13 @@ func newApp(e *env) *cli.App {
 			doctorCommand(e),
 			dashCommand(e),
 		},
+		Before: func(c *cli.Context) error { return checkEmpty(c, c.App.Flags) },
 		Reader: stdin, Writer: stdout, ErrWriter: stderr,
 		HideHelpCommand: true,
 		// Errors are printed once, by run, and never exit the process from inside the app.
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return &usageError{err.Error()}
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return &usageError{flagMessage(c, err.Error())}
 		},
 		// Reached only when no command matched.
 		Action: func(c *cli.Context) error {
@@ -140,10 +143,16 @@ func newApp(e *env) *cli.App {
 		},
 	}
 	app.Commands = append(app.Commands, pauseCommands(e)...)
-	var setUsage func([]*cli.Command)
-	setUsage = func(cmds []*cli.Command) {
+	app.Commands = append(app.Commands, helpCommand(), versionCommand(e))
+	// urfave/cli adds --help to the app only when it has no command called help.
+	app.Flags = append(app.Flags, cli.HelpFlag)
+	var setUsage func(path string, cmds []*cli.Command)
+	setUsage = func(path string, cmds []*cli.Command) {
 		for _, cmd := range cmds {
 			cmd.OnUsageError = app.OnUsageError
+			if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+				cmd.Action = groupAction(strings.TrimSpace(path + " " + cmd.Name))
+			}
 			// urfave/cli adds a "help" subcommand (alias "h") to each command, so
 			// `jobs enqueue h` or `jobs cancel help` printed help instead of taking the
 			// word as a job type or ID. Commands without subcommands get none; their
@@ -154,10 +163,10 @@ func newApp(e *env) *cli.App {
 			if cmd.Before == nil {
 				cmd.Before = checkFlags
 			}
-			setUsage(cmd.Subcommands)
+			setUsage(path+" "+cmd.Name, cmd.Subcommands)
 		}
 	}
-	setUsage(app.Commands)
+	setUsage("", app.Commands)
 	return app
 }
 
@@ -429,8 +438,11 @@ func redactQuery(raw string) string {
 
 // describe is the line printed for err. Redis's OOM reply names a setting, not what it
 // means for the user: add that Redis is full and what to do about it.
+//
+// The queue package's ErrInvalid prefixes its messages with "queue: invalid argument",
+// the Go API's sentinel: the CLI says only what was wrong.
 func describe(err error) string {
-	msg := oneLine(err.Error())
+	msg := strings.ReplaceAll(oneLine(err.Error()), queue.ErrInvalid.Error()+": ", "")
 	if redis.IsOOMError(err) {
 		msg += " (Redis is out of memory and refused the write: raise its maxmemory, or free memory, e.g. jobs purge QUEUE --state done)"
 	}
@@ -445,8 +457,42 @@ func oneLine(s string) string {
 	return s
 }
 
+// emptyMeansNone are the string flags whose empty value means something: jobs dev
+// --dash "" serves no dashboard.
+var emptyMeansNone = []string{"dash"}
+
+// checkEmpty refuses a string flag given an empty value: it would silently mean the
+// default or nothing (--id "" generated an ID, --exclusive-key "" keyed on the type,
+// --prefix "" meant jobs). A global flag may have come from its environment variable
+// instead: the message names both.
+func checkEmpty(c *cli.Context, flags []cli.Flag) error {
+	for _, f := range flags {
+		name := f.Names()[0]
+		if !c.IsSet(name) || slices.Contains(emptyMeansNone, name) {
+			continue
+		}
+		empty := false
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			empty = c.String(name) == ""
+			if empty && len(f.EnvVars) > 0 {
+				return usagef("--%s is empty (or %s is set empty): give a value or leave it out", name, f.EnvVars[0])
+			}
+		case *cli.StringSliceFlag:
+			empty = slices.Contains(c.StringSlice(name), "")
+		}
+		if empty {
+			return usagef("--%s '': an empty value is not allowed; leave the flag out for its default", name)
+		}
+	}
+	return nil
+}
+
 // checkFlags refuses flag values that every command must refuse, before the command runs.
 func checkFlags(c *cli.Context) error {
+	if err := checkEmpty(c, c.Command.Flags); err != nil {
+		return err
+	}
 	for _, f := range c.Command.Flags {
 		if _, ok := f.(*cli.StringFlag); !ok || !c.IsSet(f.Names()[0]) {
 			continue

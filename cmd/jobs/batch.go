@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -35,12 +36,18 @@ func batchCommand(e *env) *cli.Command {
 				}
 				defer broker.Of(client).Redis().Close()
 				var st *queue.BatchStatus
-				if q := c.String("queue"); q != "" {
-					st, err = client.BatchStatus(c.Context, queue.BatchRef{Queue: q, ID: c.Args().First()})
+				id, q := c.Args().First(), c.String("queue")
+				if q != "" {
+					st, err = client.BatchStatus(c.Context, queue.BatchRef{Queue: q, ID: id})
 				} else {
-					st, err = client.FindBatch(c.Context, c.Args().First())
+					st, err = client.FindBatch(c.Context, id)
 				}
-				if err != nil {
+				switch {
+				case errors.Is(err, queue.ErrNotFound) && q != "":
+					return fmt.Errorf("no batch %s in queue %s", shown(id), q)
+				case errors.Is(err, queue.ErrNotFound):
+					return fmt.Errorf("no batch %s in any queue", shown(id))
+				case err != nil:
 					return err
 				}
 				if c.Bool("json") {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -27,8 +28,8 @@ func cronCommand(e *env) *cli.Command {
 					"   jobs cron add --queue low --exclusive --catch-up sync '@every 5m' sync:all",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "queue", Usage: "queue of the jobs (default: default)"},
-					&cli.IntFlag{Name: "max-retry", Usage: "retries of each job (default: 10)"},
-					&cli.DurationFlag{Name: "timeout", Usage: "limit of one attempt (default: 30m)"},
+					&cli.IntFlag{Name: "max-retry", DefaultText: strconv.Itoa(queue.DefaultMaxRetry), Usage: "retries of each job"},
+					&cli.DurationFlag{Name: "timeout", DefaultText: queue.DefaultTimeout.String(), Usage: "limit of one attempt"},
 					&cli.BoolFlag{Name: "exclusive", Usage: "never run two of its jobs at once (a long run delays the next tick's)"},
 					&cli.BoolFlag{Name: "catch-up", Usage: "on start, fire the latest tick missed while no scheduler ran"},
 				},

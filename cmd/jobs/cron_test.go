@@ -51,7 +51,7 @@ func TestCronAddLsRm(t *testing.T) {
 		{[]string{"cron", "add", "--max-retry", "-1", "x", "@hourly", "t"}, 2, "negative"},
 		{[]string{"cron", "add", "x", "@hourly", "a\x01b"}, 2, "control characters"},
 		{[]string{"cron", "add", "x", "0 0 30 2 *", "t"}, 2, "never fires"},
-		{[]string{"cron", "add", "--nope", "x", "@hourly", "t"}, 2, "flag provided but not defined"},
+		{[]string{"cron", "add", "--nope", "x", "@hourly", "t"}, 2, "unknown flag --nope"},
 		{[]string{"scheduler", "--cron", "x @hourly"}, 2, "NAME SPEC TYPE"},
 		{[]string{"ls", "default", "--state", "finished"}, 2, "state"},
 		{[]string{"ls", "nosuchqueue"}, 1, "no queue"},

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -56,6 +58,9 @@ func devCommand(e *env) *cli.Command {
 			}
 			entries, err := parseCrons(c.StringSlice("cron"))
 			if err != nil {
+				return err
+			}
+			if err := checkPrograms(c.StringSlice("run"), execs); err != nil {
 				return err
 			}
 			if c.Bool("demo") {
@@ -181,6 +186,24 @@ func parseCrons(flags []string) ([]cron.Entry, error) {
 		entries = append(entries, entry)
 	}
 	return entries, nil
+}
+
+// checkPrograms refuses a --run whose program cannot be found or run (runs[i] gave
+// execs[i]): every job of its type would fail and go dead. It looks the program up as
+// os/exec will when a job runs it: in PATH, or as a path relative to this directory. It
+// comes after the other usage checks, so a bad flag is named before a missing program.
+func checkPrograms(runs []string, execs []*worker.Exec) error {
+	for i, h := range execs {
+		if _, err := exec.LookPath(h.Args[0]); err != nil {
+			typ, _, _ := strings.Cut(runs[i], "=")
+			why := "not found"
+			if errors.Is(err, fs.ErrPermission) {
+				why = "not executable"
+			}
+			return usagef("--run %s: program %s %s", typ, h.Args[0], why)
+		}
+	}
+	return nil
 }
 
 // parseRun reads one --run TYPE=COMMAND flag.

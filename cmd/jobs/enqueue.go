@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -28,7 +29,7 @@ func enqueueCommand(e *env) *cli.Command {
 			"     {\"type\":\"email\",\"payload\":{\"to\":\"ann\"},\"queue\":\"mail\",\"delay\":\"5m\",\"at\":\"...\",\"id\":\"...\",\n" +
 			"      \"max_retry\":3,\"timeout\":\"1m\",\"unique_for\":\"1h\",\"unique_key\":\"...\",\"exclusive_key\":\"...\",\"limit_key\":\"...\"}",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "queue", Value: queue.DefaultQueue, Usage: "queue to put the job on"},
+			&cli.StringFlag{Name: "queue", Value: queue.DefaultQueue, Usage: "queue to put the job on (with --file: the lines without \"queue\")"},
 			&cli.DurationFlag{Name: "delay", Usage: "run after this long (e.g. 30s, 5m)"},
 			&cli.StringFlag{Name: "at", Usage: "run at this time (RFC 3339, e.g. 2026-12-24T18:00:00Z)"},
 			&cli.IntFlag{Name: "max-retry", Value: queue.DefaultMaxRetry, Usage: "retries after the first attempt before the job is dead"},
@@ -54,18 +55,21 @@ func enqueueCommand(e *env) *cli.Command {
 				return usagef("--on-complete, --on-success and --on-death need --file and --batch")
 			}
 			if c.IsSet("file") {
-				// With --batch, the batch's own flags: --queue (the batch's and its
-				// callbacks' queue) and the callbacks.
+				// --queue: the queue of the lines that name none (and of the batch and its
+				// callbacks); with --batch, the batch's own flags.
 				allowed := 1
+				if c.IsSet("queue") {
+					allowed++
+				}
 				if c.Bool("batch") {
-					for _, f := range []string{"batch", "on-complete", "on-success", "on-death", "queue"} {
+					for _, f := range []string{"batch", "on-complete", "on-success", "on-death"} {
 						if c.IsSet(f) {
 							allowed++
 						}
 					}
 				}
 				if c.NArg() > 0 || c.NumFlags() > allowed {
-					return usagef("--file takes no TYPE and no other flag (but --batch, its callbacks and --queue): each line carries its own settings")
+					return usagef("--file takes no TYPE and no other flag but --queue, --batch and its callbacks: each line carries its own settings")
 				}
 				client, err := connect(c)
 				if err != nil {
@@ -90,6 +94,9 @@ func enqueueCommand(e *env) *cli.Command {
 				if payload, err = readPayload(e.stdin, queue.DefaultMaxPayload); err != nil {
 					return err
 				}
+			}
+			if err := jobConflict(func(f string) bool { return given(c, f) }, flagWord); err != nil {
+				return err
 			}
 			opts := []queue.Option{queue.On(c.String("queue")), queue.MaxRetry(c.Int("max-retry")),
 				queue.Timeout(c.Duration("timeout"))}
@@ -122,6 +129,9 @@ func enqueueCommand(e *env) *cli.Command {
 				opts = append(opts, queue.LimitKey(c.String("limit-key")))
 			}
 			for _, a := range c.StringSlice("after") {
+				if strings.HasPrefix(a, "/") {
+					return usagef("--after %q: no queue before '/': want QUEUE/ID, or ID for a job on --queue", a)
+				}
 				ref, err := queue.ParseJobRef(a, c.String("queue"))
 				if err != nil {
 					return usagef("--after %q: %v", a, err)

@@ -27,8 +27,8 @@ func TestEnqueueRefusesSubMillisecondTimeoutAndHugeMaxRetry(t *testing.T) {
 		{"--max-retry", "", []string{"enqueue", "--max-retry", "9223372036854775807", "t"}, "max retry 9223372036854775807 is over the limit"},
 		{"cron add --timeout", "", []string{"cron", "add", "--timeout", "999us", "n", "@every 5s", "t"}, "timeout 999µs is under the 1ms minimum"},
 		{"cron add --max-retry", "", []string{"cron", "add", "--max-retry", "2000000", "n", "@every 5s", "t"}, "max retry 2000000 is over the limit"},
-		{"--file timeout", `{"type":"t","timeout":"10us"}` + "\n", []string{"enqueue", "--file", "-"}, "line 1: queue: invalid argument: timeout 10µs is under the 1ms minimum"},
-		{"--file max_retry", `{"type":"t","max_retry":9223372036854775807}` + "\n", []string{"enqueue", "--file", "-"}, "line 1: queue: invalid argument: max retry 9223372036854775807 is over the limit"},
+		{"--file timeout", `{"type":"t","timeout":"10us"}` + "\n", []string{"enqueue", "--file", "-"}, "line 1: timeout 10µs is under the 1ms minimum"},
+		{"--file max_retry", `{"type":"t","max_retry":9223372036854775807}` + "\n", []string{"enqueue", "--file", "-"}, "line 1: max retry 9223372036854775807 is over the limit"},
 	} {
 		r := jobs(t, p, tc.stdin, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {

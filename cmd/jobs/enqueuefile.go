@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -109,7 +110,7 @@ func enqueueFile(c *cli.Context, e *env, client *queue.Client, path string) erro
 		line++
 		text := sc.Bytes()
 		read += int64(len(text)) + 1
-		bj, ok, err := lineJob(client, line, text)
+		bj, ok, err := lineJob(client, line, text, c.String("queue"))
 		if !ok {
 			continue
 		}
@@ -198,17 +199,23 @@ func fileBatchError(e *env, path string, res []queue.BatchResult, lines, failed,
 	return errors.New(msg + "; stopped after line " + strconv.Itoa(lines[len(lines)-1]))
 }
 
-func parseFileJob(b []byte) (queue.BatchJob, error) {
+// parseFileJob reads one line's job; a line without "queue" goes on defQueue (--queue).
+func parseFileJob(b []byte, defQueue string) (queue.BatchJob, error) {
 	var fj fileJob
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fj); err != nil {
-		return queue.BatchJob{}, fmt.Errorf("not a job object: %v", err)
+		return queue.BatchJob{}, jsonError(err)
 	}
 	// One object per line: anything after it (a second object, garbage) would otherwise
 	// be dropped without a word.
 	if _, err := dec.Token(); err != io.EOF {
 		return queue.BatchJob{}, fmt.Errorf("not a job object: more follows the object (one object per line)")
+	}
+	fields := map[string]string{"delay": fj.Delay, "at": fj.At, "unique-for": fj.UniqueFor, "unique-key": fj.UniqueKey}
+	if err := jobConflict(func(f string) bool { return fields[f] != "" },
+		func(f string) string { return strconv.Quote(strings.ReplaceAll(f, "-", "_")) }); err != nil {
+		return queue.BatchJob{}, err
 	}
 	bj := queue.BatchJob{Type: fj.Type}
 	if len(fj.Payload) > 0 && string(fj.Payload) != "null" {
@@ -218,6 +225,9 @@ func parseFileJob(b []byte) (queue.BatchJob, error) {
 		} else {
 			bj.Payload = []byte(fj.Payload)
 		}
+	}
+	if fj.Queue == "" {
+		fj.Queue = defQueue
 	}
 	if fj.Queue != "" {
 		bj.Options = append(bj.Options, queue.On(fj.Queue))
@@ -286,7 +296,7 @@ func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for line := 1; sc.Scan(); line++ {
-		bj, ok, err := lineJob(client, line, sc.Bytes())
+		bj, ok, err := lineJob(client, line, sc.Bytes(), c.String("queue"))
 		if !ok {
 			continue
 		}
@@ -319,18 +329,47 @@ func enqueueFileBatch(c *cli.Context, e *env, client *queue.Client, path string)
 }
 
 // lineJob reads the job of one line of a --file (its number: line), checked as Enqueue
-// would; ok is false for a blank line. A UTF-8 byte order mark, as some Windows editors
+// would, on defQueue unless the line names its queue; ok is false for a blank line. A UTF-8 byte order mark, as some Windows editors
 // write, is no part of line 1's JSON.
-func lineJob(client *queue.Client, line int, text []byte) (bj queue.BatchJob, ok bool, err error) {
+func lineJob(client *queue.Client, line int, text []byte, defQueue string) (bj queue.BatchJob, ok bool, err error) {
 	if line == 1 {
 		text = bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return bj, false, nil
 	}
-	bj, err = parseFileJob(text)
+	bj, err = parseFileJob(text, defQueue)
 	if err == nil {
 		err = client.Check(bj)
 	}
 	return bj, true, err
+}
+
+// jsonError says what is wrong with a line that did not decode as a fileJob, in the
+// words of the file format: encoding/json names Go types and struct fields.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		want := "a string"
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int64:
+			want = "a whole number"
+		case reflect.Bool:
+			want = "true or false"
+		}
+		if te.Field == "payload" {
+			want = "any JSON value"
+		}
+		return fmt.Errorf("%q: want %s, not a JSON %s", te.Field, want, te.Value)
+	case errors.As(err, &te):
+		return fmt.Errorf("not a job object: a JSON %s, want an object like {\"type\":\"email\"}", te.Value)
+	case errors.As(err, &se):
+		return fmt.Errorf("not a job object: invalid JSON at byte %d", se.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return errors.New("not a job object: the JSON ends early")
+	}
+	// encoding/json's other errors (an unknown field) name no Go identifier.
+	return fmt.Errorf("not a job object: %s", strings.TrimPrefix(err.Error(), "json: "))
 }

@@ -49,8 +49,8 @@ func TestEnqueueFileStopsAtBadLine(t *testing.T) {
 		name, content, want string
 	}{
 		{"malformed", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\n{\"type\":\"a\"}\n", "line 3: not a job object"},
-		{"unknown field", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"dealy\":\"5s\"}\n", `line 3: not a job object: json: unknown field "dealy"`},
-		{"bad type", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"\"}\n", "line 3: queue: invalid argument: job type"},
+		{"unknown field", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"dealy\":\"5s\"}\n", `line 3: not a job object: unknown field "dealy"`},
+		{"bad type", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"\"}\n", "line 3: job type"},
 		{"bad delay", "{\"type\":\"a\"}\n{\"type\":\"a\"}\n{\"type\":\"a\",\"delay\":\"soon\"}\n", `line 3: delay "soon"`},
 	} {
 		q := strings.ReplaceAll(tc.name, " ", "")
@@ -67,8 +67,8 @@ func TestEnqueueFileStopsAtBadLine(t *testing.T) {
 	if r := jobs(t, p, "", "enqueue", "--file", "/nonexistent"); r.code != 1 || !strings.Contains(r.stderr, "no such file") {
 		t.Errorf("missing file = %+v", r)
 	}
-	if r := jobs(t, p, "", "enqueue", "--file", "-", "--queue", "x"); r.code != 2 {
-		t.Errorf("--file with --queue = %+v, want exit 2", r)
+	if r := jobs(t, p, "", "enqueue", "--file", "-", "--max-retry", "1"); r.code != 2 {
+		t.Errorf("--file with --max-retry = %+v, want exit 2", r)
 	}
 }
 

@@ -13,7 +13,7 @@ func FuzzParseFileJob(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		_, _ = parseFileJob([]byte(line))
+		_, _ = parseFileJob([]byte(line), "")
 	})
 }
 

@@ -44,6 +44,8 @@ func historyAction(c *cli.Context, e *env) error {
 		if names, err = client.Queues(c.Context); err != nil {
 			return err
 		}
+	} else if err := requireQueues(c, client, names); err != nil {
+		return err // a typo printed a span of zeros
 	}
 	hs := make([]*queue.History, 0, len(names))
 	for _, q := range names {

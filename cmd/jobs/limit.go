@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,12 +39,12 @@ func limitCommand(e *env) *cli.Command {
 					"   jobs limit set emails --key-concurrency 1 --key-rate 10/m\n" +
 					"   jobs limit set emails --key-concurrency 5 --key customer:42",
 				Flags: []cli.Flag{
-					&cli.IntFlag{Name: "concurrency", Usage: "at most `N` jobs of the queue running at once"},
+					&cli.IntFlag{Name: "concurrency", DefaultText: "none", Usage: "at most `N` jobs of the queue running at once"},
 					&cli.StringFlag{Name: "rate", Usage: "at most `N/PERIOD` job starts, such as 20/s or 1000/1m"},
-					&cli.IntFlag{Name: "burst", Usage: "with --rate, up to `B` starts at once (default: 1)"},
-					&cli.IntFlag{Name: "key-concurrency", Usage: "at most `N` jobs of each limit key running at once"},
+					&cli.IntFlag{Name: "burst", DefaultText: "1", Usage: "with --rate, up to `B` starts at once"},
+					&cli.IntFlag{Name: "key-concurrency", DefaultText: "none", Usage: "at most `N` jobs of each limit key running at once"},
 					&cli.StringFlag{Name: "key-rate", Usage: "at most `N/PERIOD` job starts of each limit key"},
-					&cli.IntFlag{Name: "key-burst", Usage: "with --key-rate, up to `B` starts of a key at once (default: 1)"},
+					&cli.IntFlag{Name: "key-burst", DefaultText: "1", Usage: "with --key-rate, up to `B` starts of a key at once"},
 					&cli.StringSliceFlag{Name: "key", Usage: "set the key limits of limit key `K` only (repeatable), not the default of every key"},
 				},
 				Action: func(c *cli.Context) error {
@@ -172,13 +173,27 @@ func limitCommand(e *env) *cli.Command {
 						return err
 					}
 					defer broker.Of(client).Redis().Close()
+					q := c.Args().First()
+					missing, err := limitsMissing(c, client, q, kinds, keys)
+					if errors.Is(err, queue.ErrInvalid) {
+						return usagef("%v", err)
+					}
+					if err != nil {
+						return err
+					}
+					if len(keys) == 0 && missing != "" {
+						return errors.New(missing) // a typo in the queue name must not pass for done
+					}
 					if len(keys) > 0 {
-						err = client.RemoveKeyLimit(c.Context, c.Args().First(), keys...)
+						err = client.RemoveKeyLimit(c.Context, q, keys...)
 					} else {
-						err = client.RemoveLimit(c.Context, c.Args().First(), kinds...)
+						err = client.RemoveLimit(c.Context, q, kinds...)
 					}
 					if errors.Is(err, queue.ErrInvalid) {
 						return usagef("%v", err)
+					}
+					if err == nil && missing != "" {
+						err = errors.New(missing)
 					}
 					return err
 				},
@@ -257,8 +272,9 @@ func limitFlags(c *cli.Context, prefix, rm string) (conc, rate int, period time.
 		}
 	}
 	if c.IsSet(prefix + "rate") {
-		if rate, period, err = queue.ParseRate(c.String(prefix + "rate")); err != nil {
-			return 0, 0, 0, 0, usagef("--%srate: %v", prefix, err)
+		v := c.String(prefix + "rate")
+		if rate, period, err = queue.ParseRate(v); err != nil {
+			return 0, 0, 0, 0, usagef("--%srate %q: %s", prefix, v, rateProblem(v))
 		}
 	}
 	if c.IsSet(prefix + "burst") {
@@ -311,4 +327,70 @@ func printKeyLimits(e *env, ls []queue.LimitStatus) error {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	return tw.Flush()
+}
+
+// limitsMissing says which of the limits `jobs limit rm` was asked to remove queue q does
+// not have ("" when it has them all): with keys, the keys without limits of their own;
+// without, the queue has none of kinds (all kinds when none is named). The removal that
+// follows is its own call: a limit set in between is removed without being reported.
+func limitsMissing(c *cli.Context, client *queue.Client, q string, kinds []queue.LimitKind, keys []string) (string, error) {
+	st, err := client.KeyLimits(c.Context, q, keys...)
+	if err != nil {
+		return "", err
+	}
+	own, anyOwn := map[string]bool{}, false
+	for _, k := range st.Keys {
+		own[k.Key] = own[k.Key] || k.Own
+		anyOwn = anyOwn || k.Own
+	}
+	if len(keys) > 0 {
+		var none []string
+		for _, k := range keys {
+			if !own[k] {
+				none = append(none, clean(k, false))
+			}
+		}
+		if len(none) == 0 {
+			return "", nil
+		}
+		removed := "nothing to remove"
+		if len(none) < len(keys) {
+			removed = "the other keys' limits were removed"
+		}
+		return fmt.Sprintf("queue %s: limit key %s has no limits of its own: %s", q, strings.Join(none, ", "), removed), nil
+	}
+	has := map[queue.LimitKind]bool{
+		queue.ConcurrencyLimit: st.Concurrency > 0,
+		queue.RateLimit:        st.Rate > 0,
+		queue.KeyLimit:         st.KeyConcurrency > 0 || st.KeyRate > 0 || anyOwn,
+	}
+	if len(kinds) == 0 {
+		kinds = []queue.LimitKind{queue.ConcurrencyLimit, queue.RateLimit, queue.KeyLimit}
+	}
+	for _, k := range kinds {
+		if has[k] {
+			return "", nil
+		}
+	}
+	if len(kinds) == 3 {
+		return fmt.Sprintf("queue %s has no limits: nothing to remove", q), nil
+	}
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
+	return fmt.Sprintf("queue %s has no %s limit: nothing to remove", q, strings.Join(names, " or ")), nil
+}
+
+// rateProblem says what is wrong with a --rate that queue.ParseRate refused, in the
+// words typed: its own message names the period as it parsed it ("1x" for "x").
+func rateProblem(v string) string {
+	num, per, ok := strings.Cut(v, "/")
+	if !ok {
+		return "want N/PERIOD, such as 20/s or 100/1m"
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(num)); err != nil || n <= 0 {
+		return fmt.Sprintf("the count %q must be a positive integer", num)
+	}
+	return fmt.Sprintf("the period %q must be a positive duration such as s, 10s or 500ms", per)
 }

@@ -223,7 +223,7 @@ func TestACLUser(t *testing.T) {
 	run("inspect", later)
 	run("inspect", waiter)
 	batchFile := filepath.Join(t.TempDir(), "batch.jsonl")
-	os.WriteFile(batchFile, []byte(`{"type":"t"}`+"\n"+`{"type":"t"}`+"\n"), 0o600)
+	os.WriteFile(batchFile, []byte(`{"type":"t","queue":"default"}`+"\n"+`{"type":"t","queue":"default"}`+"\n"), 0o600)
 	bid := strings.TrimSpace(run("enqueue", "--file", batchFile, "--batch", "--queue", "other", "--on-complete", "t").stdout)
 	waitFor(t, 10*time.Second, "the workflow's last dependent ready as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--queue", "other", "--json", across).stdout, `"state":"ready"`)

@@ -52,6 +52,10 @@ func tailCommand(e *env) *cli.Command {
 			}
 			rdb := broker.Of(client).Redis()
 			defer rdb.Close()
+			// A typo would wait for events that never come, without a word.
+			if err := requireQueues(c, client, queues); err != nil {
+				return err
+			}
 			from := since
 			if isDuration {
 				now, err := rdb.Time(c.Context).Result()

@@ -20,7 +20,8 @@ func workerCommand(e *env) *cli.Command {
 		Usage: "run jobs until SIGTERM/SIGINT",
 		Description: "Each --run TYPE=COMMAND runs COMMAND for jobs of TYPE: the command line is split\n" +
 			"into words like a shell does (quotes honoured, nothing expanded) and run directly, never\n" +
-			"through a shell; use sh -c '...' for pipes or variables. The program gets the payload on\n" +
+			"through a shell; use sh -c '...' for pipes or variables; a program not found at start is\n" +
+			"refused (exit 2). The program gets the payload on\n" +
 			"stdin and JOB_ID, JOB_TYPE, JOB_QUEUE, JOB_ATTEMPT and JOB_LIMIT_KEY in its environment\n" +
 			"(a workflow job also JOB_AFTER, its dependencies, JOB_DEPENDENCIES, their states and\n" +
 			"results as JSON, and JOB_BATCH), and may report progress by writing lines\n" +
@@ -87,6 +88,9 @@ func workerCommand(e *env) *cli.Command {
 			}
 			if c.Duration("done-retention") == 0 || c.Duration("dead-retention") <= 0 || c.Int("dead-max") <= 0 {
 				return usagef("--done-retention must be non-zero, --dead-retention and --dead-max positive")
+			}
+			if err := checkPrograms(runs, execs); err != nil {
+				return err
 			}
 			client, err := connect(c, queue.Config{DoneRetention: c.Duration("done-retention"),
 				DeadRetention: c.Duration("dead-retention"), DeadMax: c.Int("dead-max")})

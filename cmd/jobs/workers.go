@@ -17,7 +17,9 @@ import (
 )
 
 func workersCommand(e *env) *cli.Command {
-	order := func(name, usage, desc string, send func(*queue.Client, *cli.Context, string) error) *cli.Command {
+	// done is the line printed once the order is given: what was asked, since the process
+	// obeys it later, at its next beat.
+	order := func(name, usage, desc, done string, send func(*queue.Client, *cli.Context, string) error) *cli.Command {
 		return &cli.Command{
 			Name: name, Usage: usage, ArgsUsage: "ID", Description: desc,
 			Action: func(c *cli.Context) error {
@@ -37,7 +39,11 @@ func workersCommand(e *env) *cli.Command {
 				if errors.Is(err, queue.ErrNoProcess) {
 					return fmt.Errorf("no live worker or scheduler %s (see jobs workers)", shown(id))
 				}
-				return err
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, done+"\n", shown(id))
+				return nil
 			},
 		}
 	}
@@ -60,12 +66,14 @@ func workersCommand(e *env) *cli.Command {
 				"Obeyed at the process's next beat (within 5s by default); it stays quiet, still\n"+
 					"renewing its running jobs' leases, until it is stopped. Example:\n\n"+
 					"   jobs workers quiet myhost:4242:ab12",
+				"told %s to be quiet: it claims no more jobs from its next beat and finishes its running ones",
 				func(client *queue.Client, c *cli.Context, id string) error { return client.Quiet(c.Context, id) }),
 			order("stop", "tell a worker or scheduler to shut down gracefully, as SIGTERM would",
 				"Obeyed at the process's next beat (within 5s by default): a worker stops claiming,\n"+
 					"lets running jobs finish within its --shutdown-timeout, hands back the rest and\n"+
 					"exits 0. Example:\n\n"+
 					"   jobs workers stop myhost:4242:ab12",
+				"told %s to stop: it shuts down gracefully from its next beat",
 				func(client *queue.Client, c *cli.Context, id string) error { return client.Stop(c.Context, id) }),
 		},
 		Action: func(c *cli.Context) error {

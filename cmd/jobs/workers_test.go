@@ -167,7 +167,8 @@ func TestWorkersQuietAndStopCommands(t *testing.T) {
 	first := strings.TrimSpace(runCLI("", append(base, "enqueue", "slow")...).stdout)
 	waitListed(t, base, pid, 5*time.Second, "slow job running", func(p listedProcess) bool { return len(p.running()) == 1 })
 
-	if r := runCLI("", append(base, "workers", "quiet", wid)...); r.code != 0 || r.stderr != "" {
+	if r := runCLI("", append(base, "workers", "quiet", wid)...); r.code != 0 || r.stderr != "" ||
+		r.stdout != "told "+wid+" to be quiet: it claims no more jobs from its next beat and finishes its running ones\n" {
 		t.Fatalf("jobs workers quiet = %+v", r)
 	}
 	quietIn := waitListed(t, base, pid, beat+500*time.Millisecond, "quiet within one beat", func(p listedProcess) bool {
@@ -183,7 +184,7 @@ func TestWorkersQuietAndStopCommands(t *testing.T) {
 	}
 
 	ordered := time.Now()
-	if r := runCLI("", append(base, "workers", "stop", wid)...); r.code != 0 {
+	if r := runCLI("", append(base, "workers", "stop", wid)...); r.code != 0 || r.stdout != "told "+wid+" to stop: it shuts down gracefully from its next beat\n" {
 		t.Fatalf("jobs workers stop = %+v", r)
 	}
 	// It shuts down and leaves the list at its next beat. (Its exit comes 1s later in

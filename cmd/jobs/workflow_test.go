@@ -87,13 +87,13 @@ func TestWorkflowFlagsRefuseBadUse(t *testing.T) {
 		want string
 	}{
 		{[]string{"enqueue", "t", "--after", "bad id"}, 2, `--after "bad id"`},
-		{[]string{"enqueue", "t", "--after", "x", "--delay", "1m"}, 2, "After and Delay"},
-		{[]string{"enqueue", "t", "--ignore-dependency-failure"}, 2, "needs After"},
+		{[]string{"enqueue", "t", "--after", "x", "--delay", "1m"}, 2, "--after and --delay exclude each other"},
+		{[]string{"enqueue", "t", "--ignore-dependency-failure"}, 2, "--ignore-dependency-failure needs --after"},
 		{[]string{"enqueue", "t", "--on-success", "r"}, 2, "need --file and --batch"},
 		{[]string{"enqueue", "t", "--batch"}, 2, "--batch needs --file"},
 		{[]string{"enqueue", "--file", bad, "--batch"}, 2, "line 2"},
-		{[]string{"enqueue", "--file", bad, "--queue", "q"}, 2, "--file takes no TYPE"},
-		{[]string{"batch", "inspect", "nope"}, 1, "not found"},
+		{[]string{"enqueue", "--file", bad, "--delay", "1m"}, 2, "--file takes no TYPE"},
+		{[]string{"batch", "inspect", "nope"}, 1, "no batch nope in any queue"},
 		{[]string{"batch", "inspect"}, 2, "one batch ID"},
 	} {
 		r := jobs(t, p, "", c.args...)

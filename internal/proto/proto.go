@@ -10,6 +10,7 @@ import (
 	"math"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -265,10 +266,33 @@ const (
 )
 
 // Version is the version of the running binary's main module ("(devel)" for a build
-// from a work tree, "" without build information), shown in the registry.
+// from a work tree, "" without build information), with the commit it was built from
+// when Go recorded one and the version does not name it already: "(devel) (rev
+// 1a2b3c4d5e6f, modified)". Shown in the registry (jobs workers) and by jobs --version.
 func Version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
+		return VersionOf(bi)
 	}
 	return ""
+}
+
+// VersionOf is Version for the build information bi.
+func VersionOf(bi *debug.BuildInfo) string {
+	v, rev, modified := bi.Main.Version, "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	rev = rev[:min(len(rev), 12)]
+	if rev == "" || strings.Contains(v, rev) { // a pseudo-version names its commit (and +dirty)
+		return v
+	}
+	if modified {
+		return v + " (rev " + rev + ", modified)"
+	}
+	return v + " (rev " + rev + ")"
 }
