@@ -135,7 +135,7 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	c.enqueues = coalesce.New(coalesceMax, c.enqueueCoalesced)
 	c.acks = coalesce.New(coalesceMax, c.ackCoalesced)
 	if _, ok := rdb.(*redis.ClusterClient); ok {
-		c.clusterWait = &clusterWaiter{c: c, inflight: map[string]bool{}}
+		c.clusterWait = &clusterWaiter{c: c, inflight: map[popKey]bool{}}
 	}
 	return c, nil
 }

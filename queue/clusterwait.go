@@ -22,33 +22,53 @@ import (
 // command (redis/go-redis#2556), so a Wait that returns early leaves its other BLPOPs
 // running for up to blockFor(proto.MaxWait) (1s). Those are reused by the next Wait instead of
 // piling up connections, and a token one of them pops when no Wait wants it is pushed
-// back at once for another worker, as the worker's passOn does.
+// back at once for another worker, as the worker's passOn does. A waiter's BLPOP
+// (WaitHanded) includes its hand list on the queue, and a job it pops when no Wait of
+// that waiter wants it is pushed back on that list, for the worker's next wait or claim
+// (or, the worker gone, for the reaper once the lease expires): never dropped.
 type clusterWaiter struct {
 	c *Client
 
 	mu       sync.Mutex
-	inflight map[string]bool // queue -> a BLPOP on it is running
+	inflight map[popKey]bool // a BLPOP on the queue (and waiter's hand list) is running
 	calls    []*waitCall     // Wait calls blocked now, oldest first
 }
+
+// popKey names one BLPOP: a queue's wake list, and the hand list of worker ("" for none).
+type popKey struct{ queue, worker string }
 
 // waitCall is one blocked Wait: it gets at most one outcome.
 type waitCall struct {
 	queues []string
+	w      *proto.Waiter
 	out    chan wakeOutcome // buffered 1
+}
+
+func (call *waitCall) wants(k popKey) bool {
+	return slices.Contains(call.queues, k.queue) && call.worker() == k.worker
+}
+
+func (call *waitCall) worker() string {
+	if call.w == nil {
+		return ""
+	}
+	return call.w.Worker
 }
 
 type wakeOutcome struct {
 	queue, token string
+	job          *Job
+	entry        string // the hand list's entry job was decoded from
 	err          error
 }
 
-// wait is Wait for queues that span several cluster slots.
-func (w *clusterWaiter) wait(ctx context.Context, queues []string, timeout time.Duration) (string, string, error) {
-	call := &waitCall{queues: queues, out: make(chan wakeOutcome, 1)}
+// wait is WaitHanded for queues that span several cluster slots.
+func (w *clusterWaiter) wait(ctx context.Context, queues []string, timeout time.Duration, waiter *proto.Waiter) wakeOutcome {
+	call := &waitCall{queues: queues, w: waiter, out: make(chan wakeOutcome, 1)}
 	w.mu.Lock()
 	w.calls = append(w.calls, call)
 	for _, q := range queues {
-		w.startLocked(q)
+		w.startLocked(popKey{q, call.worker()}, waiter)
 	}
 	w.mu.Unlock()
 
@@ -56,7 +76,7 @@ func (w *clusterWaiter) wait(ctx context.Context, queues []string, timeout time.
 	defer timer.Stop()
 	select {
 	case o := <-call.out:
-		return o.queue, o.token, o.err
+		return o
 	case <-timer.C:
 	case <-ctx.Done():
 	}
@@ -64,43 +84,50 @@ func (w *clusterWaiter) wait(ctx context.Context, queues []string, timeout time.
 	delivered := !w.removeLocked(call) // no longer listed: an outcome is on its way
 	w.mu.Unlock()
 	if delivered {
-		o := <-call.out
-		return o.queue, o.token, o.err
+		return <-call.out
 	}
-	return "", "", nil
+	return wakeOutcome{}
 }
 
-// startLocked starts a BLPOP on q unless one runs already. w.mu is held.
-func (w *clusterWaiter) startLocked(q string) {
-	if w.inflight[q] {
+// startLocked starts the BLPOP k unless one runs already. w.mu is held.
+func (w *clusterWaiter) startLocked(k popKey, waiter *proto.Waiter) {
+	if w.inflight[k] {
 		return
 	}
-	w.inflight[q] = true
-	go w.pop(q)
+	w.inflight[k] = true
+	go w.pop(k, waiter)
 }
 
-// pop runs one BLPOP on q, delivers its outcome, and starts another while some Wait
-// still waits on q.
-func (w *clusterWaiter) pop(q string) {
+// pop runs one BLPOP on k's lists, delivers its outcome, and starts another while some
+// Wait still waits on them.
+func (w *clusterWaiter) pop(k popKey, waiter *proto.Waiter) {
 	ctx := context.Background() // see the type's comment: nothing could cancel it anyway
-	res, err := w.c.rdb.BLPop(ctx, blockFor(proto.MaxWait), w.c.keys.queue(q).wake).Result()
-	o := wakeOutcome{queue: q}
+	qk := w.c.keys.queue(k.queue)
+	keys := []string{qk.wake}
+	if waiter != nil {
+		keys = []string{qk.hand(waiter.Worker), qk.wake} // a handed job first (see WaitHanded)
+	}
+	res, err := w.c.rdb.BLPop(ctx, blockFor(proto.MaxWait), keys...).Result()
+	o := wakeOutcome{queue: k.queue}
 	switch {
 	case errors.Is(err, redis.Nil):
 	case err != nil:
-		o.err = fmt.Errorf("wait on %s: %w", q, err)
+		o.err = fmt.Errorf("wait on %s: %w", k.queue, err)
 	case len(res) != 2:
-		o.err = fmt.Errorf("wait on %s: %w", q, errBadReply)
-	default:
+		o.err = fmt.Errorf("wait on %s: %w", k.queue, errBadReply)
+	case res[0] == qk.wake:
 		o.token = res[1]
+	default:
+		o.entry = res[1]
+		o.job, o.err = decodeHand(k.queue, waiter.Worker, res[1])
 	}
 
 	w.mu.Lock()
-	w.inflight[q] = false
+	w.inflight[k] = false
 	var to *waitCall
-	if o.token != "" || o.err != nil {
+	if o.token != "" || o.entry != "" || o.err != nil {
 		for _, call := range w.calls {
-			if slices.Contains(call.queues, q) {
+			if call.wants(k) {
 				to = call
 				break
 			}
@@ -111,19 +138,27 @@ func (w *clusterWaiter) pop(q string) {
 		}
 	}
 	for _, call := range w.calls {
-		if slices.Contains(call.queues, q) {
-			w.startLocked(q)
+		if call.wants(k) {
+			w.startLocked(k, call.w)
 			break
 		}
 	}
 	w.mu.Unlock()
 
-	if to == nil && o.token != "" {
-		// Nobody here waits on q any more: give the token to another worker. An error
-		// only delays that worker until its next proto.MaxWait re-check.
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_ = w.c.broker().Wake(pctx, q, o.token)
-		cancel()
+	if to != nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	switch {
+	case o.token != "":
+		// Nobody here waits on the queue any more: give the token to another worker. An
+		// error only delays that worker until its next proto.MaxWait re-check.
+		_ = w.c.broker().Wake(pctx, k.queue, o.token)
+	case o.entry != "":
+		// A job claimed for the waiter: back on its hand list, for its next wait or claim.
+		// An error leaves the job to the reaper (its lease expires).
+		_ = w.c.broker().handBackEntry(pctx, k.queue, waiter, o.entry)
 	}
 }
 

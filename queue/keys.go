@@ -32,6 +32,7 @@ type queueKeys struct {
 	waiting   string // ZSET: jobs waiting for their dependencies (workflow.go), score = created_at
 	outbox    string // HASH: resolutions for other queues' slots, delivered by workers (outbox.go)
 	ring      string // ZSET: the limit keys with jobs ready (keyready.go, scripts/lib.lua)
+	waiters   string // ZSET: workers waiting for hand-offs (handoff.go)
 	base      string // "jobs:{q}:": the per-job workflow keys are built on it
 }
 
@@ -54,6 +55,7 @@ func (k keys) queue(name string) queueKeys {
 		waiting:   base + "waiting",
 		outbox:    base + "outbox",
 		ring:      base + "keys",
+		waiters:   base + "waiters",
 		base:      base,
 	}
 }
@@ -62,6 +64,9 @@ func (q queueKeys) job(id string) string { return q.jobPrefix + id }
 
 // kready is the LIST of limit key k's ready jobs: keyed jobs wait there, not in ready.
 func (q queueKeys) kready(k string) string { return q.base + "kready:" + k }
+
+// hand is the LIST of the jobs handed to worker (handoff.go).
+func (q queueKeys) hand(worker string) string { return q.base + "hand:" + worker }
 
 // deps is the SET of a waiting job's dependencies not yet ended ("queue\tid" members).
 func (q queueKeys) deps(id string) string { return q.base + "deps:" + id }

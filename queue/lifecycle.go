@@ -73,13 +73,21 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limite
 	if !ok || !ok2 {
 		return nil, proto.Limited{}, bad
 	}
+	started := time.UnixMicro(now)
+	lim.Now = started
 	if len(res) == 2 {
 		return nil, lim, nil
 	}
-	started := time.UnixMicro(now)
-	lim.Now = started
 	jobs := make([]*Job, 0, len(res)-2)
 	for _, r := range res[2:] {
+		if entry, ok := r.(string); ok { // a job handed to the worker (ackclaim.lua)
+			j, err := decodeHand(queue, worker, entry)
+			if err != nil {
+				return nil, proto.Limited{}, err
+			}
+			jobs = append(jobs, j)
+			continue
+		}
 		flat, ok := r.([]any)
 		if !ok || len(flat) < 4 {
 			return nil, proto.Limited{}, bad
@@ -300,43 +308,54 @@ func (c broker) AckClaim(ctx context.Context, queue string, finished []*Job, res
 // wake token says a slot freed.
 func (c broker) AckClaimLimited(ctx context.Context, queue string, finished []*Job, results [][]byte, n int,
 	lease time.Duration, worker string) (acked []error, claimed []*Job, lim proto.Limited, err error) {
+	acked, claimed, lim, _, err = c.ackClaim(ctx, queue, finished, results, n, lease, worker, nil)
+	return acked, claimed, lim, err
+}
+
+// ackClaim is AckClaimLimited, and AckClaimWaiting when w is not nil.
+func (c broker) ackClaim(ctx context.Context, queue string, finished []*Job, results [][]byte, n int,
+	lease time.Duration, worker string, w *proto.Waiter) (acked []error, claimed []*Job, lim proto.Limited, registered bool, err error) {
 	n = min(max(n, 0), proto.MaxBatch)
-	if len(finished) == 0 && n == 0 {
-		return nil, nil, lim, nil
+	if len(finished) == 0 && n == 0 && w == nil {
+		return nil, nil, lim, false, nil
 	}
 	if len(finished) > proto.MaxBatch {
-		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w: %d finished jobs, the limit is %d",
+		return nil, nil, lim, false, fmt.Errorf("ack and claim on %s: %w: %d finished jobs, the limit is %d",
 			queue, ErrInvalid, len(finished), proto.MaxBatch)
 	}
 	if len(results) != len(finished) {
-		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w: %d results for %d jobs", queue, ErrInvalid, len(results), len(finished))
+		return nil, nil, lim, false, fmt.Errorf("ack and claim on %s: %w: %d results for %d jobs", queue, ErrInvalid, len(results), len(finished))
 	}
 	for _, f := range finished {
 		if f.Queue != queue {
-			return nil, nil, lim, fmt.Errorf("ack %s: %w: job of queue %q given to AckClaim on %q",
+			return nil, nil, lim, false, fmt.Errorf("ack %s: %w: job of queue %q given to AckClaim on %q",
 				f.ID, ErrInvalid, f.Queue, queue)
 		}
 	}
 	worker = eventSafe(worker)
 	qk := c.keys.queue(queue)
 	token := c.token + "." + strconv.FormatUint(c.tokens.Add(1), 36)
-	args := make([]any, 0, 11+3*len(finished))
+	member, waiterFor := "", int64(0)
+	if w != nil {
+		member, waiterFor = w.Member, ms(proto.WaiterFor)
+	}
+	args := make([]any, 0, 13+3*len(finished))
 	args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax, n, ms(lease), worker, token,
-		ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax())
+		ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax(), member, waiterFor)
 	for i, f := range finished {
 		args = append(args, f.ID, f.Lease, results[i])
 	}
 	res, err := c.run(ctx, scripts.AckClaim, []string{qk.active, qk.done, qk.ready, qk.paused, qk.dead, qk.events, qk.limit, qk.wake},
 		args...).Slice()
 	if err != nil {
-		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w", queue, err)
+		return nil, nil, lim, false, fmt.Errorf("ack and claim on %s: %w", queue, err)
 	}
 	if len(res) < 2 {
-		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
+		return nil, nil, lim, false, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
 	}
 	codes, ok := res[0].([]any)
 	if !ok || len(codes) != len(finished) {
-		return nil, nil, lim, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
+		return nil, nil, lim, false, fmt.Errorf("ack and claim on %s: %w", queue, errBadReply)
 	}
 	acked = make([]error, len(finished))
 	for i, code := range codes {
@@ -346,7 +365,16 @@ func (c broker) AckClaimLimited(ctx context.Context, queue string, finished []*J
 		}
 	}
 	claimed, lim, err = decodeClaimed(queue, worker, token, res[1:])
-	return acked, claimed, lim, err
+	if w != nil && err == nil {
+		handed := 0
+		for _, r := range res[3:] {
+			if _, ok := r.(string); ok {
+				handed++
+			}
+		}
+		registered = n > 0 && len(claimed)-handed < n && lim.By == ""
+	}
+	return acked, claimed, lim, registered, err
 }
 
 // doneRetention is ack.lua's retention argument: 0 deletes done jobs at once.

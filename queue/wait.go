@@ -2,13 +2,8 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/jobs-dev/jobs/internal/proto"
 )
 
 // blockFor is how long one BLPOP blocks for a wait of d: d rounded up to whole seconds
@@ -37,24 +32,8 @@ func blockFor(d time.Duration) time.Duration {
 // blocks on each queue separately (see clusterWaiter); it returns at timeout then, while
 // its BLPOPs run to the whole second.
 func (c broker) Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error) {
-	timeout = min(max(timeout, time.Millisecond), proto.MaxWait)
-	if c.clusterWait != nil && len(queues) > 1 { // one BLPOP may not span cluster slots
-		return c.clusterWait.wait(ctx, queues, timeout)
-	}
-	keys := make([]string, len(queues))
-	for i, q := range queues {
-		keys[i] = c.keys.queue(q).wake
-	}
-	res, err := c.rdb.BLPop(ctx, blockFor(timeout), keys...).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return "", "", nil
-	case err != nil:
-		return "", "", fmt.Errorf("wait on %v: %w", queues, err)
-	case len(res) != 2:
-		return "", "", fmt.Errorf("wait on %v: %w", queues, errBadReply)
-	}
-	return c.keys.queueOfWake(res[0]), res[1], nil
+	queue, token, _, err = c.WaitHanded(ctx, queues, timeout, nil)
+	return queue, token, err
 }
 
 // Wake pushes one wake token back on a queue's wake list: a worker that popped a token it

@@ -30,10 +30,21 @@
 -- ARGV[10] dead_max             the dead set keeps at most this many jobs
 -- ARGV[11] events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: no events written)
--- ARGV[12+3k .. 14+3k]          id, lease token, result: one group per job to ack (<= 1000)
--- Returns  {acks, now, limit, job, job, ...}: acks has one integer per acked job, as
---          ack.lua's (1 done, 2 done already by this lease, 3 cancelled: dead, 0 lease
---          lost); now (in microseconds), limit and the jobs are claim.lua's reply.
+-- ARGV[12] waiter              "" (most calls), or the worker's waiter member
+--                               "<lease_ms>\t<token prefix>\t<worker>" (see hand_off in
+--                               lib.lua): its hand list jobs:{q}:hand:<worker> (LIST) is
+--                               drained into the reply, and it is registered in
+--                               jobs:{q}:waiters (ZSET, PEXPIRE waiter_ms) when the claim
+--                               ran the queue dry (count > 0, fewer jobs than asked, no
+--                               limit cut it short), else taken out
+-- ARGV[13] waiter_ms            the registration's life from now (ms): the wait's length
+--                               and a margin
+-- ARGV[14+3k .. 16+3k]          id, lease token, result: one group per job to ack (<= 1000)
+-- Returns  {acks, now, limit, job, job, ..., hand, hand, ...}: acks has one integer per
+--          acked job, as ack.lua's (1 done, 2 done already by this lease, 3 cancelled:
+--          dead, 0 lease lost); now (in microseconds), limit and the jobs are claim.lua's
+--          reply; each hand is a string: a job handed to the worker (hand_entry in
+--          lib.lua), already claimed for it by an enqueue, oldest first.
 -- Clock    Redis TIME, read once: the acks' finished_at and the claims' started_at in ms,
 --          now in microseconds (orders claims, as in claim.lua).
 -- Invariant as ack.lua and claim.lua: only the holder of a job's current lease token can
@@ -48,11 +59,17 @@ local active, prefix = KEYS[1], ARGV[1]
 local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[6], tonumber(ARGV[11])),
   prefix = prefix, stats = ARGV[2], retention = tonumber(ARGV[3]), retention_s = ARGV[3], done_max = tonumber(ARGV[4]),
   dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), wakes = KEYS[8], track = {limit = KEYS[7]}}
-local acks = ack_jobs(k, now, ARGV, 12)
+local acks = ack_jobs(k, now, ARGV, 14)
 local out, limit, conc = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
   tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev)
 wake_freed(KEYS[7], active, KEYS[3], KEYS[8], k.freed, #out, now, conc)
 write_events(k.ev)
+if ARGV[12] ~= '' then
+  local n = tonumber(ARGV[5])
+  local hand = waiter_claimed(key_base(prefix), ARGV[12], ARGV[7], n > 0 and #out < n and limit[2] == 0,
+    now, tonumber(ARGV[13]))
+  for _, e in ipairs(hand) do out[#out + 1] = e end
+end
 table.insert(out, 1, limit)
 table.insert(out, 1, us)
 table.insert(out, 1, acks)

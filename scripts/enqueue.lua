@@ -8,7 +8,11 @@
 --                               written, enqueued (ready) or scheduled
 -- Keys     named from ARGV[1] ("jobs:{q}:"), for jobs with a limit key K due now:
 --          jobs:{q}:kready:K (LIST, LPUSH: instead of ready) and jobs:{q}:keys (ZSET, K
---          added at now unless there: ZADD NX), see lib.lua's keyed jobs
+--          added at now unless there: ZADD NX), see lib.lua's keyed jobs; and for the
+--          hand-off of a lone job (below): jobs:{q}:paused, jobs:{q}:limit, jobs:{q}:keys
+--          (EXISTS), jobs:{q}:waiters (ZSET: ZPOPMAX, or DEL when all expired), then as
+--          claim.lua's claim of one: jobs:{q}:active (ZADD), the job's hash, and the
+--          waiter's hand list jobs:{q}:hand:<worker> (LIST: LPUSH, PEXPIRE lease)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2]  call nonce           unique per call ("" when every ID is fresh), kept in the
 --                               hash of a job with a caller-chosen ID ('enq'), so that this
@@ -47,6 +51,14 @@
 --          so is a caller-chosen ID whose hash holds this call's nonce.
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
+-- Hand-off one job due now with a generated ID and no option but max_retry and timeout_ms
+--          (the fast path), whose LPUSH found ready empty, on a queue not paused, without
+--          limits and without keyed jobs: when a worker waits on the queue (registered
+--          by its claim, see ackclaim.lua), the job is claimed for it here, exactly as
+--          its own claim of one would (the 'started' event follows the 'enqueued' one),
+--          and pushed on its hand list, which its BLPOP includes, instead of a wake token:
+--          the pickup takes the enqueue's round trip and the BLPOP's reply, not a claim's
+--          round trip more. A busy queue (ready not empty) pays nothing for it.
 -- Clock    Redis TIME; at_ms is taken as given, and a generated ID's time stands for
 --          created_at when it is at most 1 s before Redis's clock (the client's clock).
 -- Invariant a job hash and exactly one of ready/scheduled/waiting are written together, or nothing
@@ -128,6 +140,16 @@ local function add_payload(f, m, payload, names)
   return m
 end
 
+-- hand_off_now hands the job just written to waiter (see hand_off in lib.lua): claimed
+-- for it in this call, its 'started' event after the 'enqueued' one.
+local prefix_base = string.sub(prefix, 1, -5)
+local function hand_off_now(waiter)
+  local us, ms = now_us()
+  local ev = event_buf(events, maxlen)
+  hand_off(prefix_base, prefix, waiter, ms, us, ev)
+  write_events(ev)
+end
+
 -- The fast path: one job due now, with a generated ID and no option but max_retry and
 -- timeout_ms (most Enqueue calls): the same writes in the same order as the general path
 -- below, without its tables and loops, which cost Redis more than the commands did.
@@ -140,20 +162,25 @@ if nargs == 20 and ARGV[4] == '1' and ARGV[8] == '0' and ARGV[9] == '0' and ARGV
   if redis.call('EXISTS', key) == 1 then return {'1'} end
   local r = redis.pcall('LPUSH', ready, id)
   if type(r) == 'table' then return r end
-  r = redis.pcall('LPUSH', wakes, 'r')
-  if type(r) == 'table' then
-    redis.call('LTRIM', ready, 1, -1)
-    return r
+  -- ready was empty: a worker waiting on the queue may take the job at once (hand_off).
+  local waiter = nil
+  if r == 1 then waiter = waiter_pop(prefix_base, now) end
+  if not waiter then
+    r = redis.pcall('LPUSH', wakes, 'r')
+    if type(r) == 'table' then
+      redis.call('LTRIM', ready, 1, -1)
+      return r
+    end
   end
   if maxlen > 0 then
     local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ .. '\t0\t\t')
     if type(e) == 'table' then
       redis.call('LTRIM', ready, 1, -1)
-      redis.call('LTRIM', wakes, 1, -1)
+      if not waiter then redis.call('LTRIM', wakes, 1, -1) end
       return e
     end
   end
-  if r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+  if not waiter and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
   local payload = ARGV[20]
   local size = #payload
   local created = needs_created(id, true)
@@ -165,6 +192,7 @@ if nargs == 20 and ARGV[4] == '1' and ARGV[8] == '0' and ARGV[9] == '0' and ARGV
       redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
         'payload+1', string.sub(payload, 65))
     end
+    if waiter then hand_off_now(waiter) end
     return {'1'}
   end
   local f = {'type', typ}
@@ -176,6 +204,7 @@ if nargs == 20 and ARGV[4] == '1' and ARGV[8] == '0' and ARGV[9] == '0' and ARGV
   if created then f[m + 1] = 'created_at'; f[m + 2] = now; m = m + 2 end
   m = add_payload(f, m, payload, {})
   redis.call('HSET', key, unpack(f, 1, m))
+  if waiter then hand_off_now(waiter) end
   return {'1'}
 end
 

@@ -62,17 +62,23 @@ func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	for i, r := range acks {
 		fin[i], results[i] = r.job, r.result
 	}
+	w := l.handWaiter(q, n)
 	l.callers.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.bg, reportTimeout)
 		if n > 0 {
 			l.mark(traceClaim)
 		}
-		acked, jobs, lim, err := l.w.broker.AckClaimLimited(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID)
+		acked, jobs, lim, registered, err := l.w.broker.AckClaimWaiting(ctx, q.name, fin, results, n, l.cfg.Lease, l.cfg.ID, w)
 		if n > 0 {
 			l.mark(traceClaimed)
 		}
 		cancel()
-		l.postEvent(func() { l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err) })
+		l.postEvent(func() {
+			if w != nil {
+				l.handClaimed(q, lim.Now, registered, err)
+			}
+			l.exchanged(q, seq, n, now, acks, acked, jobs, lim, err)
+		})
 	})
 }
 
@@ -109,8 +115,10 @@ func (l *loop) exchanged(q *queueState, seq uint64, n int, sent time.Time, acks 
 		l.failed(q, err, now)
 	} else {
 		l.answered(q, now)
+		l.handClock(q, sent, now, lim.Now)
 		if n > 0 {
 			q.dry = len(jobs) < n && lim.By == ""
+			q.hand.maybe = q.hand.maybe || q.dry // its next claim registers it for hand-offs
 			if q.dry {
 				q.lookAt = l.nextLook(now)
 			}
@@ -311,8 +319,9 @@ func (l *loop) maintained(q *queueState, reap, promote bool, reaped, moved int, 
 	}
 }
 
-// wait blocks on the wake lists of the queues found empty, while there is room for a job
-// and no wait runs: a job enqueued (or made due) on one of them wakes this worker.
+// wait blocks on the wake lists of the queues found empty, and this worker's hand lists
+// on them, while there is room for a job and no wait runs: a job enqueued (or made due)
+// on one of them wakes this worker, or is handed to it (handoff.go).
 func (l *loop) wait(now time.Time) {
 	if l.waiting || l.stopping || now.Before(l.waitRetry) || l.room() == 0 {
 		return
@@ -330,12 +339,68 @@ func (l *loop) wait(now time.Time) {
 	}
 	l.waiting = true
 	l.callers.spawn(func() {
-		q, token, err := l.w.broker.Wait(l.bg, names, proto.MaxWait)
-		if token != "" {
+		q, token, job, err := l.w.broker.WaitHanded(l.bg, names, proto.MaxWait, l.waiter)
+		switch {
+		case job != nil:
+			l.mark(traceHanded)
+		case token != "":
 			l.mark(traceWoken)
 		}
-		l.wakes <- wakeup{queue: q, token: token, err: err, on: on} // buffered 1: never blocks
+		l.wakes <- wakeup{queue: q, token: token, job: job, err: err, on: on} // buffered 1: never blocks
 	})
+}
+
+// woken takes the wait's outcome.
+func (l *loop) woken(wu wakeup, now time.Time) {
+	l.waiting = false
+	if wu.err != nil {
+		for _, q := range wu.on {
+			q.dry = false // claims may work while waits fail: keep claiming
+		}
+		if q := l.byName[wu.queue]; q != nil {
+			l.failed(q, wu.err, now)
+			return
+		}
+		// Its own backoff: claims may succeed while waits keep failing (an ACL without
+		// BLPOP, say).
+		l.waitFails++
+		delay := backoffDelay(l.waitFails, waitBackoffMax)
+		l.waitRetry = now.Add(delay)
+		l.log.LogAttrs(context.Background(), slog.LevelWarn, "wait failed; retrying",
+			slog.String("error", wu.err.Error()), slog.Duration("retry_in", delay))
+		return
+	}
+	l.waitFails = 0
+	if wu.job != nil {
+		l.handed(l.byName[wu.queue], wu.job, now)
+		return
+	}
+	if wu.token == "" {
+		for _, q := range wu.on {
+			// Look again (covers wake tokens lost with a crashed worker), each queue once
+			// a recheck at most.
+			if !now.Before(q.lookAt) {
+				q.dry = false
+			}
+			q.limit.woken()
+		}
+		return
+	}
+	q := l.byName[wu.queue]
+	if q == nil || l.stopping || l.room() == 0 {
+		l.passOn(wu) // we cannot use it: another idle worker can
+		return
+	}
+	q.dry = false
+	q.limit.woken() // a slot may have freed
+	l.answered(q, now)
+	if wu.token == proto.WakeScheduled {
+		q.nextPromote = now // it may be due sooner than planned
+		q.promoteAsked = q.maintaining
+	}
+	if wu.token == proto.WakeOutbox && !q.maintaining {
+		q.nextReap = now // the reap's reply says the outbox holds entries: deliver them
+	}
 }
 
 // passOn pushes back, on a goroutine of its own, a wake token this worker popped but will

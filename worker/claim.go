@@ -102,7 +102,7 @@ func (l *loop) exchange(now time.Time) {
 		// On a queue near its concurrency limit, acks go at once: each holds a slot of
 		// the limit until it reaches Redis.
 		acksAlone := len(q.acks) > 0 && (q.inflight == 0 || (l.stopping || l.nearLimit(q)) && q.inflight < 2)
-		if q.inflight < 2 && !now.Before(q.retryAt) && (q.share > 0 || acksAlone) {
+		if q.inflight < 2 && !now.Before(q.retryAt) && (q.share > 0 || acksAlone || l.handDrain(q)) {
 			l.sendExchange(q, q.share, now)
 		}
 	}
@@ -135,8 +135,15 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 		q.placed++
 		for _, j := range rep.jobs {
 			r := &run{job: j, q: q, state: claimed, renewed: rep.sent, claimed: rep.sent, index: -1}
-			if j.StartedAt.After(rep.redis) && !rep.redis.IsZero() {
-				r.notBefore = rep.got.Add(j.StartedAt.Sub(rep.redis))
+			if !rep.redis.IsZero() {
+				if j.StartedAt.After(rep.redis) {
+					r.notBefore = rep.got.Add(j.StartedAt.Sub(rep.redis))
+				} else if j.StartedAt.Before(rep.redis) {
+					// Handed to this worker before the claim ran (handoff.go): its lease
+					// is older.
+					r.renewed = l.handedAt(q, j.StartedAt, rep.sent)
+					r.claimed = r.renewed
+				}
 			}
 			got = append(got, r)
 		}
@@ -145,29 +152,38 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 	slices.SortStableFunc(got, func(a, b *run) int { return a.job.StartedAt.Compare(b.job.StartedAt) })
 	var back []*run
 	for _, r := range got {
-		l.runs[r.job.Lease] = r
-		switch {
-		case l.stopping || l.quiet || now.Sub(r.renewed) >= l.staleAfter:
-			// Held back behind a slow reply, its lease unrenewed for too long: another
-			// worker may take it over before it could end here. (Or this worker is to
-			// run nothing new.)
+		if !l.place(r, now) {
 			back = append(back, r)
-		case l.heldForPause(r):
-		case len(l.idle) > 0:
-			s := l.idle[len(l.idle)-1]
-			l.idle = l.idle[:len(l.idle)-1]
-			l.start(r, s, now)
-		default:
-			r.state = buffered
-			if len(l.buffer) == 0 || r.renewed.Before(l.oldest) {
-				l.oldest = r.renewed
-			}
-			l.buffer = insertByClaim(l.buffer, r)
 		}
 	}
 	if len(back) > 0 {
 		l.handBack(back)
 	}
+}
+
+// place puts a claimed run on an idle slot, or in the buffer (or holds it for its key's
+// pause); false: it is to be handed back instead.
+func (l *loop) place(r *run, now time.Time) bool {
+	l.runs[r.job.Lease] = r
+	switch {
+	case l.stopping || l.quiet || now.Sub(r.renewed) >= l.staleAfter:
+		// Held back behind a slow reply, its lease unrenewed for too long: another
+		// worker may take it over before it could end here. (Or this worker is to run
+		// nothing new.)
+		return false
+	case l.heldForPause(r):
+	case len(l.idle) > 0:
+		s := l.idle[len(l.idle)-1]
+		l.idle = l.idle[:len(l.idle)-1]
+		l.start(r, s, now)
+	default:
+		r.state = buffered
+		if len(l.buffer) == 0 || r.renewed.Before(l.oldest) {
+			l.oldest = r.renewed
+		}
+		l.buffer = insertByClaim(l.buffer, r)
+	}
+	return true
 }
 
 // insertByClaim adds r to the buffer after the runs of its queue that Redis claimed

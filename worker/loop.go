@@ -63,7 +63,8 @@ type loop struct {
 	calls    int           // Redis calls in flight that Run waits for before it returns
 	recheck  time.Duration // recheckEvery for its queues
 
-	waiting   bool // a wait is in flight
+	waiter    *proto.Waiter // this worker's registration for hand-offs (handoff.go); nil: none
+	waiting   bool          // a wait is in flight
 	waitFails int
 	waitRetry time.Time
 
@@ -119,6 +120,7 @@ type queueState struct {
 	retryAt  time.Time // no call before this after a failure
 
 	limit limitState // what its last claim met of the queue's limits (limit.go)
+	hand  handState  // this worker's registration for hand-offs on the queue (handoff.go)
 }
 
 type claimReply struct {
@@ -129,9 +131,10 @@ type claimReply struct {
 	got, redis time.Time
 }
 
-// wakeup is the outcome of one wait.
+// wakeup is the outcome of one wait: a wake token, or a job handed to this worker.
 type wakeup struct {
 	queue, token string
+	job          *queue.Job
 	err          error
 	on           []*queueState
 }
@@ -156,12 +159,20 @@ func newLoop(w *Worker, ctx context.Context) *loop {
 		callers: callers{work: make(chan func())},
 		hist:    history{every: cfg.HistoryInterval, pending: map[historyKey]*proto.MetricsSample{}}}
 	for _, name := range w.queues {
-		q := &queueState{name: name, weight: cfg.Queues[name], replies: map[uint64]claimReply{}}
+		// hand.maybe: a hand list left by an earlier run of this ID is drained by the
+		// first claim.
+		q := &queueState{name: name, weight: cfg.Queues[name], replies: map[uint64]claimReply{}, hand: handState{maybe: true}}
 		l.queues = append(l.queues, q)
 		l.byName[name] = q
 	}
 	l.recheck = recheckEvery(len(l.queues))
 	l.callers.exited = l.exited
+	if l.recheck <= proto.MaxWait {
+		// A worker of more queues looks at each less often than a registration lasts:
+		// its waits would renew none, and each claim would carry its waiter for nothing.
+		waiter := w.broker.Waiter(cfg.ID, cfg.Lease)
+		l.waiter = &waiter
+	}
 	return l
 }
 
@@ -224,14 +235,20 @@ func (l *loop) run(ctx context.Context) {
 		close(s.in) // idle slots end; an abandoned one ends when its handler returns
 	}
 	if l.waiting {
-		// Its token, if any, belongs to another worker now. The wait may block up to a
-		// second more, so Run does not wait for it; nor does this goroutine log once Run
-		// has returned: a token lost here costs an idle worker at most one MaxWait.
+		// Its token, if any, belongs to another worker now, and a job handed to this one
+		// goes back to ready. The wait may block up to a second more, so Run does not
+		// wait for it; nor does this goroutine log once Run has returned: a token lost
+		// here costs an idle worker at most one MaxWait, a handed job its lease (the
+		// reaper puts it back).
 		go func() {
-			if wu := <-l.wakes; wu.token != "" && wu.queue != "" {
-				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnTimeout)
+			wu := <-l.wakes
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passOnTimeout)
+			defer cancel()
+			switch {
+			case wu.job != nil: // claimed for this worker: another takes it at once
+				_ = l.w.broker.HandBack(wctx, wu.job, 0)
+			case wu.token != "" && wu.queue != "":
 				_ = l.w.broker.Wake(wctx, wu.queue, wu.token)
-				cancel()
 			}
 		}()
 	}
@@ -507,55 +524,6 @@ func (l *loop) beginStop(now time.Time) {
 // (a network that swallows them, with no read timeout).
 func (l *loop) giveUpAt() time.Time {
 	return l.stopAt.Add(l.cfg.AbandonGrace + 2*reportTimeout)
-}
-
-// woken takes the wait's outcome.
-func (l *loop) woken(wu wakeup, now time.Time) {
-	l.waiting = false
-	if wu.err != nil {
-		for _, q := range wu.on {
-			q.dry = false // claims may work while waits fail: keep claiming
-		}
-		if q := l.byName[wu.queue]; q != nil {
-			l.failed(q, wu.err, now)
-			return
-		}
-		// Its own backoff: claims may succeed while waits keep failing (an ACL without
-		// BLPOP, say).
-		l.waitFails++
-		delay := backoffDelay(l.waitFails, waitBackoffMax)
-		l.waitRetry = now.Add(delay)
-		l.log.LogAttrs(context.Background(), slog.LevelWarn, "wait failed; retrying",
-			slog.String("error", wu.err.Error()), slog.Duration("retry_in", delay))
-		return
-	}
-	l.waitFails = 0
-	if wu.token == "" {
-		for _, q := range wu.on {
-			// Look again (covers wake tokens lost with a crashed worker), each queue once
-			// a recheck at most.
-			if !now.Before(q.lookAt) {
-				q.dry = false
-			}
-			q.limit.woken()
-		}
-		return
-	}
-	q := l.byName[wu.queue]
-	if q == nil || l.stopping || l.room() == 0 {
-		l.passOn(wu) // we cannot use it: another idle worker can
-		return
-	}
-	q.dry = false
-	q.limit.woken() // a slot may have freed
-	l.answered(q, now)
-	if wu.token == proto.WakeScheduled {
-		q.nextPromote = now // it may be due sooner than planned
-		q.promoteAsked = q.maintaining
-	}
-	if wu.token == proto.WakeOutbox && !q.maintaining {
-		q.nextReap = now // the reap's reply says the outbox holds entries: deliver them
-	}
 }
 
 func minTime(a, b time.Time) time.Time {

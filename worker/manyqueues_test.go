@@ -85,8 +85,11 @@ func TestIdleWorkerOfManyQueuesCallsLittle(t *testing.T) {
 		if q != "q321" {
 			t.Errorf("ran a job of %s, want q321", q)
 		}
-		if took := time.Since(sent); took > time.Second {
-			t.Errorf("job on one of %d idle queues started after %v, want at once (its wake token)", n, took)
+		// At once on its wake token; or, when its queue was being claimed (a recheck) as the
+		// worker's wait began, that wait left it out, and the next one (within a second)
+		// takes the token: a loaded machine met that.
+		if took := time.Since(sent); took > 2500*time.Millisecond {
+			t.Errorf("job on one of %d idle queues started after %v, want within a wait (1s) and a claim", n, took)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("job on one of %d idle queues did not start within 5s", n)

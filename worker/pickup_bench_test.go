@@ -18,11 +18,15 @@ import (
 // call to handler start, split at the worker's trace points (Worker.trace). Reported as
 // medians in microseconds, each segment from the one before:
 //
-//	enqueue-us  the Enqueue call (the job is written, and its wake token pushed, within it)
-//	wake-us     Enqueue's start to the worker's wait returning the token
+//	enqueue-us  the Enqueue call (the job is written, and its wake token pushed or the job
+//	            handed to the waiting worker, within it)
+//	wake-us     Enqueue's start to the worker's wait returning the token or the handed job
 //	loop-us     the token to the claim being sent (the loop's turn)
 //	claim-us    the claim's round trip
-//	start-us    the claim's reply to the handler's start (the loop, then the slot)
+//	start-us    the claim's reply, or the handed job, to the handler's start (the loop,
+//	            then the slot)
+//	handed-%    the pickups whose job was handed to the worker (no claim: loop-us and
+//	            claim-us are of the others)
 //	p50-us, p99-us  the whole pickup
 //
 // "gap=20ms" leaves the worker idle between jobs as `jobs bench --mode latency` does
@@ -39,7 +43,7 @@ func benchPickup(b *testing.B, gap time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var marks [3]atomic.Int64 // by tracePoint: the first of each since the last reset
+	var marks [4]atomic.Int64 // by tracePoint: the first of each since the last reset
 	started := make(chan time.Time, 1)
 	w, err := New(c, Config{Concurrency: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Handler: HandlerFunc(func(context.Context, *queue.Job) error {
@@ -79,6 +83,7 @@ func benchPickup(b *testing.B, gap time.Duration) {
 		time.Sleep(gap)
 	}
 	var total, enqueue, wake, loop, claim, start []float64
+	handed := 0
 	us := func(d int64) float64 { return float64(d) / 1e3 }
 	b.ResetTimer()
 	for b.Loop() {
@@ -89,6 +94,12 @@ func benchPickup(b *testing.B, gap time.Duration) {
 		woken, sent, got := marks[traceWoken].Load(), marks[traceClaim].Load(), marks[traceClaimed].Load()
 		total = append(total, us(end.Sub(t0).Nanoseconds()))
 		enqueue = append(enqueue, us(enq.Sub(t0).Nanoseconds()))
+		if h := marks[traceHanded].Load(); h != 0 && h <= end.UnixNano() {
+			handed++
+			wake = append(wake, us(h-t0.UnixNano()))
+			start = append(start, us(end.UnixNano()-h))
+			continue
+		}
 		if woken == 0 || sent < woken || got < sent {
 			continue // woken by another path (a claim already in flight): no split
 		}
@@ -104,6 +115,7 @@ func benchPickup(b *testing.B, gap time.Duration) {
 	}{{"enqueue-us", enqueue}, {"wake-us", wake}, {"loop-us", loop}, {"claim-us", claim}, {"start-us", start}} {
 		b.ReportMetric(quantile(m.v, 0.5), m.unit)
 	}
+	b.ReportMetric(100*float64(handed)/float64(max(len(total), 1)), "handed-%")
 	b.ReportMetric(quantile(total, 0.5), "p50-us")
 	b.ReportMetric(quantile(total, 0.99), "p99-us")
 }

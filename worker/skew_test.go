@@ -22,16 +22,29 @@ type skewed struct {
 	skew time.Duration
 }
 
-func (s skewed) AckClaimLimited(ctx context.Context, q string, finished []*queue.Job, results [][]byte, n int,
-	lease time.Duration, worker string) ([]error, []*queue.Job, proto.Limited, error) {
-	acked, jobs, lim, err := s.Broker.AckClaimLimited(ctx, q, finished, results, n, lease, worker)
+func (s skewed) AckClaimWaiting(ctx context.Context, q string, finished []*queue.Job, results [][]byte, n int,
+	lease time.Duration, worker string, w *proto.Waiter) ([]error, []*queue.Job, proto.Limited, bool, error) {
+	acked, jobs, lim, registered, err := s.Broker.AckClaimWaiting(ctx, q, finished, results, n, lease, worker, w)
 	for _, j := range jobs {
-		j.StartedAt, j.CreatedAt = j.StartedAt.Add(s.skew), j.CreatedAt.Add(s.skew)
+		s.shift(j)
 	}
 	if !lim.Now.IsZero() {
 		lim.Now = lim.Now.Add(s.skew)
 	}
-	return acked, jobs, lim, err
+	return acked, jobs, lim, registered, err
+}
+
+func (s skewed) WaitHanded(ctx context.Context, queues []string, timeout time.Duration, w *proto.Waiter) (
+	string, string, *queue.Job, error) {
+	q, token, job, err := s.Broker.WaitHanded(ctx, queues, timeout, w)
+	if job != nil {
+		s.shift(job)
+	}
+	return q, token, job, err
+}
+
+func (s skewed) shift(j *queue.Job) {
+	j.StartedAt, j.CreatedAt = j.StartedAt.Add(s.skew), j.CreatedAt.Add(s.skew)
 }
 
 // startSkewedWorker is startWorker for a worker whose clock is skew behind Redis's.
@@ -42,15 +55,7 @@ func startSkewedWorker(t *testing.T, c *queue.Client, cfg Config, skew time.Dura
 		t.Fatal(err)
 	}
 	w.broker = skewed{w.broker, skew}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() err = %v", err)
-		}
-	})
+	runWorker(t, w)
 }
 
 // Worker clocks skewed by -10, 0 and +10 minutes from Redis's change nothing: a binding

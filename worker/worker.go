@@ -181,8 +181,8 @@ type Worker struct {
 	metrics *metrics      // nil without Config.Registerer
 	running atomic.Bool   // a Run is in progress
 	// trace, set only by this package's benchmarks (BenchmarkPickup) before Run, is told
-	// when a wait returns a token and when a claim is sent and answered: where a pickup's
-	// time goes. Called from the calls' goroutines; nil: nothing is measured.
+	// when a wait returns a token or a handed job and when a claim is sent and answered:
+	// where a pickup's time goes. Called from the calls' goroutines; nil: nothing is measured.
 	trace func(p tracePoint, at time.Time)
 }
 
@@ -193,6 +193,7 @@ const (
 	traceWoken   tracePoint = iota // a wait returned a wake token
 	traceClaim                     // a claim (exchange with n > 0) is sent
 	traceClaimed                   // its reply came back
+	traceHanded                    // a wait returned a job handed to this worker
 )
 
 // ErrRunning is returned by Run when another Run of the same Worker is in progress.

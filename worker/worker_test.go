@@ -51,6 +51,13 @@ func startWorker(t *testing.T, c *queue.Client, cfg Config) (stop func()) {
 	if err != nil {
 		t.Fatalf("New() err = %v", err)
 	}
+	return runWorker(t, w)
+}
+
+// runWorker runs w until the test ends (or stop is called) and returns stop, which
+// cancels it and waits for Run to return.
+func runWorker(t *testing.T, w *Worker) (stop func()) {
+	t.Helper()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()

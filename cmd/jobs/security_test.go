@@ -133,7 +133,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xrange +xinfo|stream " +
 	"+zrank +zrevrank +pttl +xrevrange " +
-	"+srem +scard +hsetnx +hscan +smismember +srandmember +zscan"
+	"+srem +scard +hsetnx +hscan +smismember +srandmember +zscan +zpopmax"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line (no CLIENT among it: the registry of live processes never needs it), and checks
@@ -199,12 +199,17 @@ func TestACLUser(t *testing.T) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "JOBS_TEST_CHILD=jobs", "JOBS_TEST_ARGS="+strings.Join([]string{
 		"--redis", url, "worker", "--lease", "1s", "--beat", "200ms", "--history-interval", "100ms",
-		"--run", "t=sh -c 'echo 50 half >&3'"}, "\x1f"))
+		"--queue", "default", "--queue", "handoff", "--run", "t=sh -c 'echo 50 half >&3'"}, "\x1f"))
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A hand-off: queue handoff has no limits, and the idle worker waits on it.
+	waitFor(t, 10*time.Second, "the worker registered for hand-offs", func() bool {
+		return admin.ZCard(context.Background(), "jobs:{handoff}:waiters").Val() == 1
+	})
+	handed := strings.TrimSpace(run("enqueue", "--queue", "handoff", "t").stdout)
 	ex := strings.TrimSpace(run("enqueue", "--exclusive", "t").stdout)
 	// A workflow: a dependent in this queue (resolved in the ack) and one in another
 	// queue (through the outbox the worker delivers: HSCAN, resolve.lua, HDEL), and a
@@ -229,6 +234,9 @@ func TestACLUser(t *testing.T) {
 	run("inspect", "--queue", "other", across)
 	waitFor(t, 10*time.Second, "exclusive job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", ex).stdout, `"state":"done"`)
+	})
+	waitFor(t, 10*time.Second, "handed job done as the ACL user", func() bool {
+		return strings.Contains(runCLI("", "--redis", url, "inspect", "--queue", "handoff", "--json", handed).stdout, `"state":"done"`)
 	})
 	waitFor(t, 10*time.Second, "keyed job done as the ACL user", func() bool {
 		return strings.Contains(runCLI("", "--redis", url, "inspect", "--json", keyed).stdout, `"state":"done"`)

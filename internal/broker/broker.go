@@ -31,6 +31,14 @@ type Broker interface {
 	// AckClaimLimited is AckClaim that also says what the claim met of the queue's limits.
 	AckClaimLimited(ctx context.Context, queue string, finished []*queue.Job, results [][]byte, n int,
 		lease time.Duration, worker string) (acked []error, claimed []*queue.Job, lim proto.Limited, err error)
+	// Waiter returns the registration for hand-offs of worker, whose jobs have leases of
+	// lease (see queue/handoff.go).
+	Waiter(worker string, lease time.Duration) proto.Waiter
+	// AckClaimWaiting is AckClaimLimited for waiter w: the claim also returns the jobs
+	// handed to w, and registers w as a waiter of the queue when it ran the queue dry
+	// (registered), else takes it out.
+	AckClaimWaiting(ctx context.Context, queue string, finished []*queue.Job, results [][]byte, n int,
+		lease time.Duration, worker string, w *proto.Waiter) (acked []error, claimed []*queue.Job, lim proto.Limited, registered bool, err error)
 	// Ack marks one claimed job done with result.
 	Ack(ctx context.Context, job *queue.Job, result []byte) error
 	// Heartbeat renews the leases of jobs, returning the lease tokens lost and cancelled.
@@ -59,6 +67,9 @@ type Broker interface {
 	Deliver(ctx context.Context, queue string) (int, error)
 	// Wait blocks for a wake token on one of queues, at most proto.MaxWait.
 	Wait(ctx context.Context, queues []string, timeout time.Duration) (queue, token string, err error)
+	// WaitHanded is Wait that also pops the jobs handed to w (claimed for it already).
+	WaitHanded(ctx context.Context, queues []string, timeout time.Duration, w *proto.Waiter) (
+		queue, token string, job *queue.Job, err error)
 	// Wake pushes a wake token back on a queue's wake list.
 	Wake(ctx context.Context, queue, token string) error
 	// RecordMetrics adds samples to the metrics history: one script call per queue, all

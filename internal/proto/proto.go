@@ -51,6 +51,23 @@ const (
 	WakeOutbox = "o"
 )
 
+// Waiter is a worker's registration for hand-offs: an enqueue that finds its queue's ready
+// list empty claims the job for a registered worker and pushes it on the worker's hand
+// list, which the worker's wait includes (see queue's handoff.go). Made by the broker's
+// Waiter; passed to AckClaimWaiting (whose claim registers it when it runs the queue dry)
+// and WaitHanded.
+type Waiter struct {
+	Worker string        // the worker's ID (as in claims): its hand lists are named from it
+	Member string        // its entry in a queue's waiters set: "<lease_ms>\t<token prefix>\t<worker>"
+	Lease  time.Duration // the lease of the jobs handed to it
+}
+
+// WaiterFor is how long a registration lasts after the claim that made it: one wait
+// (MaxWait, which Redis rounds up to its next internal tick) and a margin for the loop's
+// turn between the claim and the wait. A waiter that died is handed jobs for at most
+// this long; their leases expire and the reaper puts them back.
+const WaiterFor = MaxWait + 500*time.Millisecond
+
 // Limited is what a claim's reply says of its queue's limits (jobs:{q}:limit).
 type Limited struct {
 	// Concurrency is the queue's concurrency limit (0: none), and Free the slots the
