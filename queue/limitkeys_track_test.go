@@ -313,3 +313,49 @@ func TestKeyQuantum(t *testing.T) {
 		t.Errorf("keys served: %v; want k0 first, every key (one included) within the first 31 turns", order)
 	}
 }
+
+// Limits stored before the claims kept ktrack and kown (no kflags field) are read as they
+// were then: every keyed job's lease kept in its key's set and every key's own limits
+// read. A key concurrency stored so still binds, and the next change of the limits
+// writes the flags, keeping the leases that were kept.
+func TestKeyLimitsStoredBeforeTheFlags(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	enqueueN(t, c, 3, LimitKey("a"))
+	enqueueN(t, c, 3, LimitKey("b"))
+	// As the limits of an older version were: the default key concurrency 1 and b's own 2,
+	// nothing else.
+	c.rdb.HSet(ctx, qk.limit, "key", "1 0 0 0", "key:b", "2 0 0 0")
+	jobs, _ := claimLimited(t, c, "default", 10)
+	perKey := map[string]int{}
+	for _, j := range jobs {
+		perKey[j.LimitKey]++
+	}
+	if perKey["a"] != 1 || perKey["b"] != 2 {
+		t.Fatalf("claim under stored limits without flags = %v; want a 1 (the default), b 2 (its own)", perKey)
+	}
+	if more, _ := claimLimited(t, c, "default", 10); len(more) != 0 {
+		t.Fatalf("second claim = %d jobs; want none (a and b at their concurrency: their leases kept)", len(more))
+	}
+	// A change of the limits writes the flags and keeps the leases.
+	if err := c.SetLimit(ctx, "default", Limit{Concurrency: 100}); err != nil {
+		t.Fatal(err)
+	}
+	h := c.rdb.HGetAll(ctx, qk.limit).Val()
+	if h["kflags"] != "1" || h["ktrack"] != "1" || h["kown"] != "1" {
+		t.Errorf("limits after a change = %v; want kflags, ktrack and kown set", h)
+	}
+	if _, sets := keyLeases(t, c, "a", "b"); len(sets["a"]) != 1 || len(sets["b"]) != 2 {
+		t.Errorf("key leases after the change = %v; want a's 1 and b's 2 kept", sets)
+	}
+	if more, _ := claimLimited(t, c, "default", 10); len(more) != 0 {
+		t.Errorf("claim after the change = %d jobs; want none", len(more))
+	}
+	// Removing every limit removes the hash, flags included.
+	if err := c.RemoveLimit(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.rdb.Exists(ctx, qk.limit).Val(); n != 0 {
+		t.Errorf("limits hash after removing every limit: %v", c.rdb.HGetAll(ctx, qk.limit).Val())
+	}
+}

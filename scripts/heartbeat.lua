@@ -63,7 +63,7 @@ if #ids > 0 then
 end
 -- A keyed job's lease under its key (what the key's concurrency counts) moves with it,
 -- while the keys' leases are kept (the limits' ktrack flag, see limit.lua).
-if #keyed > 0 and redis.call('HGET', key_base(prefix) .. 'limit', 'ktrack') == '1' then
+if #keyed > 0 and key_tracked({limit = key_base(prefix) .. 'limit'}) then
   for _, kj in ipairs(keyed) do
     redis.call('ZADD', key_base(prefix) .. 'kactive:' .. kj[1], 'XX', deadline, kj[2])
   end

@@ -258,11 +258,25 @@ local function unready(ready, prefix, id, lkey)
   if redis.call('LLEN', list) == 0 then redis.call('ZREM', base .. 'keys', lkey) end
 end
 
--- key_tracked says whether the keys' leases are kept (the limits' ktrack flag, see
--- limit.lua). track: {limit = jobs:{q}:limit}, one per script call: the flag is read
--- once, at the call's first keyed job.
+-- key_flags says whether the keys' leases are kept (ktrack) and whether some key has its
+-- own limits (kown), from those fields of the limits hash (see limit.lua) and its kflags,
+-- as the caller read them. Limits written before limit.lua kept those fields have no
+-- kflags: they are read as both on, as every claim then worked (each keyed job's lease in
+-- its key's set, every key's own limits read), until the next change of the limits sets
+-- them. No hash (no limits): neither. One EXISTS, only for a hash read without kflags.
+local function key_flags(limit, ktrack, kown, kflags)
+  if not kflags and redis.call('EXISTS', limit) == 1 then return true, true end
+  return ktrack == '1', kown == '1'
+end
+
+-- key_tracked says whether the keys' leases are kept (key_flags). track: {limit =
+-- jobs:{q}:limit}, one per script call: the flags are read once, at the call's first
+-- keyed job.
 local function key_tracked(track)
-  if track.on == nil then track.on = redis.call('HGET', track.limit, 'ktrack') == '1' end
+  if track.on == nil then
+    local f = redis.call('HMGET', track.limit, 'ktrack', 'kflags')
+    track.on = key_flags(track.limit, f[1], nil, f[2])
+  end
   return track.on
 end
 
@@ -347,6 +361,10 @@ end
 -- Nor does one that cannot bind (g.ktrack false: no key's concurrency is below the queue's,
 -- see limit.lua): no key's leases are kept, counted or added to.
 local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, keyof)
+  if not g.kread then -- once a claim (it may call pop_keyed twice)
+    g.ktrack, g.kown = key_flags(limit, g.ktrack, g.kown, g.kflags)
+    g.kread = true
+  end
   -- The keys' own limits, when some key has one (the field kown, see limit.lua).
   local specs = {}
   if g.kown then
@@ -774,9 +792,10 @@ end
 -- g.n the jobs allowed; g.why 1 when the concurrency limit cut n, 2 when the rate did
 -- (nil: neither); with a concurrency limit, g.running (the unexpired leases) and g.free
 -- (the slots left: limit - running); and, with a rate, g.tau (us between tokens), g.burst, g.base (the GCRA's
--- theoretical arrival time, never before now); g.ktrack, whether the keys' leases are
--- kept, g.kown whether some key has its own limits (the fields ktrack and kown, see
--- limit.lua), g.kdef the keys' default limits (field key). An unlimited queue costs one HMGET of a missing
+-- theoretical arrival time, never before now); g.ktrack, g.kown and g.kflags, those fields
+-- as read (pop_keyed turns the first two into whether the keys' leases are kept and
+-- whether some key has its own limits: key_flags), g.kdef the keys' default limits
+-- (field key). An unlimited queue costs one HMGET of a missing
 -- key.
 -- Concurrency counts unexpired leases (ZCOUNT of deadlines after now), never a counter: a
 -- dead worker's slots come back at its lease deadline, with nothing to repair or drift.
@@ -785,8 +804,9 @@ end
 -- size burst refilled one token per tau, exact, with no counter to drift and no window
 -- edge to double up on: at most rate + burst - 1 starts in any window of one period.
 local function limit_room(limit, active, n, now, now_us)
-  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'ktrack', 'key', 'kown')
-  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6] == '1', kdef = l[7], kown = l[8] == '1'}
+  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'ktrack', 'key', 'kown', 'kflags')
+  -- ktrack and kown as read: pop_keyed makes them booleans (key_flags).
+  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6], kdef = l[7], kown = l[8], kflags = l[9]}
   if g.conc > 0 then
     g.running = redis.call('ZCOUNT', active, '(' .. now, '+inf')
     g.free = g.conc - g.running

@@ -57,7 +57,10 @@
 
 local limit, events = KEYS[1], KEYS[2]
 local conc, rate, period, burst = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local old = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst')
+local old = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'ktrack', 'kflags')
+-- Whether the keys' leases were kept before this change: limits written before this
+-- script kept ktrack (no kflags) were read as keeping them (key_flags in lib.lua).
+local tracked = key_flags(limit, old[5], nil, old[6])
 local changed = false
 if conc == '0' then
   changed = redis.call('HDEL', limit, 'concurrency') == 1
@@ -138,7 +141,9 @@ if own and h.kown ~= '1' then
 elseif not own and h.kown then
   redis.call('HDEL', limit, 'kown')
 end
-if track ~= (h.ktrack == '1') then
+if track and h.ktrack ~= '1' and tracked then
+  redis.call('HSET', limit, 'ktrack', '1') -- limits from before kflags: their leases are kept
+elseif track ~= tracked then
   local base = string.sub(limit, 1, -6)
   -- Every lease in active (expired ones too, until reaped: kactive:K holds exactly the
   -- leases of K's jobs in active), grouped by key.
@@ -174,6 +179,13 @@ if track ~= (h.ktrack == '1') then
     end
     zadd_all(ring, places)
   end
+end
+-- kflags: this script keeps ktrack and kown in these limits (key_flags in lib.lua). Only
+-- while some limit is left: Redis deletes an empty hash, and no limits is no hash.
+if redis.call('HLEN', limit) > (redis.call('HEXISTS', limit, 'kflags') == 1 and 1 or 0) then
+  redis.call('HSET', limit, 'kflags', '1')
+else
+  redis.call('DEL', limit)
 end
 local now = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst')
 local desc = {}

@@ -8,7 +8,7 @@
 -- Keys     named from KEYS[2]'s ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
 --          (ZSET, the ring of keys with ready jobs), and of each key K reported,
 --          jobs:{q}:kactive:K (ZSET) and jobs:{q}:ktat:K (STRING); while the keys' leases
---          are not kept (the limits' ktrack is not '1', see limit.lua), jobs:{q}:job:<id>
+--          are not kept (key_flags in lib.lua: the limits' ktrack is not '1'), jobs:{q}:job:<id>
 --          of each unexpired lease in active instead (read: limit_key; O(jobs running))
 -- ARGV[]   limit keys to report besides those below (a job's key, for `jobs inspect`)
 -- Returns  {now_ms, concurrency, rate, period_ms, burst, tat_us, running, first_deadline_ms,
@@ -25,7 +25,7 @@
 -- Invariant read only.
 
 local now = now_ms()
-local l = redis.call('HMGET', KEYS[1], 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'key', 'ktrack')
+local l = redis.call('HMGET', KEYS[1], 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'key', 'ktrack', 'kflags')
 local running = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
 local first = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local base = string.sub(KEYS[2], 1, -7)
@@ -56,7 +56,8 @@ end
 -- Without the keys' leases (no key concurrency could bind), the reported keys' running
 -- jobs and earliest deadlines are counted from active's unexpired leases.
 local n, firsts = {}, {}
-if l[7] ~= '1' and #order > 0 then
+local tracked = key_flags(KEYS[1], l[7], nil, l[8])
+if not tracked and #order > 0 then
   local leases = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES')
   for i = 1, #leases, 2 do
     local k = redis.call('HGET', base .. 'job:' .. leases[i], 'limit_key')
@@ -68,7 +69,7 @@ if l[7] ~= '1' and #order > 0 then
 end
 for _, k in ipairs(order) do
   local running, first_at = n[k] or 0, firsts[k] or 0
-  if l[7] == '1' then
+  if tracked then
     local act = base .. 'kactive:' .. k
     local f = redis.call('ZRANGEBYSCORE', act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     running, first_at = redis.call('ZCOUNT', act, '(' .. now, '+inf'), tonumber(f[2]) or 0
