@@ -342,3 +342,37 @@ func TestKeyRateTokensAhead(t *testing.T) {
 		t.Errorf("claim under key rate 100/s and a queue rate = %d jobs; want 1 (no key token ahead)", len(jobs))
 	}
 }
+
+// A key's rate holds for its jobs' starts under a queue rate too: a job claimed ahead for
+// the queue's token starts at that token's instant, up to 20ms after the claim, and its
+// key's next token counts from that start, not from the claim. Key rate 40/s, burst 1:
+// no two starts of the key closer than 25ms.
+func TestKeyRateUnderQueueRateCountsFromStart(t *testing.T) {
+	c := setup(t, Config{})
+	l := Limit{Rate: 50, Period: time.Second, KeyRate: 40, KeyPeriod: time.Second}
+	if err := c.SetLimit(ctx, "default", l); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, 30, LimitKey("a"))
+	enqueueN(t, c, 30, LimitKey("b")) // another key takes queue tokens too: the queue's rate binds
+	var starts []time.Time
+	for i, end := 0, time.Now().Add(800*time.Millisecond); time.Now().Before(end); i++ {
+		jobs, lim := claimLimited(t, c, "default", 10)
+		for _, j := range jobs {
+			if j.LimitKey == "a" {
+				starts = append(starts, j.StartedAt)
+			}
+		}
+		// Claims at every offset from the queue's tokens: some early, some late (a late one
+		// took the key's token long before its job's start).
+		time.Sleep(min(max(lim.Wait, time.Millisecond), 10*time.Millisecond) + time.Duration(i%5)*5*time.Millisecond)
+	}
+	if len(starts) < 6 {
+		t.Fatalf("%d jobs of key a started in 800ms under key rate 40/s and queue rate 50/s, want about 15", len(starts))
+	}
+	for i := 1; i < len(starts); i++ {
+		if d := starts[i].Sub(starts[i-1]); d < 25*time.Millisecond-time.Millisecond {
+			t.Errorf("starts %d and %d of key a %v apart, want at least 25ms (its rate, 40/s)", i-1, i, d)
+		}
+	}
+}

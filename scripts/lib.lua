@@ -461,8 +461,8 @@ local function key_claimed(ring, recs, deadline, now, now_us)
       redis.call('ZADD', r.act, unpack(z))
     end
     local at = now_us
+    local tat = r.tau and (r.next_tat or r.base)
     if r.tau and m > 0 then
-      local tat = r.base + m * r.tau
       redis.call('SET', r.tat, string.format('%.0f', tat), 'PX', math.floor((tat - now_us) / 1000) + 1)
     end
     if r.dry then
@@ -474,7 +474,7 @@ local function key_claimed(ring, recs, deadline, now, now_us)
       end
       if r.tau and r.tokens - m <= 0 then
         -- Due rate_ahead() before its next token, when a claim may take that token.
-        at = math.max(at, r.base + m * r.tau - (r.burst - 1) * r.tau - r.ahead)
+        at = math.max(at, tat - (r.burst - 1) * r.tau - r.ahead)
       end
       -- now_us formatted once: Redis formats a number argument with a slow printf each time.
       if at == now_us then
@@ -940,7 +940,14 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       -- A job under its key's rate starts at its key token's instant too: later than now
       -- only for a token claimed ahead, never under a queue rate (pop_keyed).
       local r = keyof[k]
-      if r and r.tau then start = math.max(start, rate_start(r, r.m + 1, now_us)) end
+      if r and r.tau then
+        start = math.max(start, rate_start(r, r.m + 1, now_us))
+        -- The key's GCRA counts from the job's start, not its key token's instant: under a
+        -- queue rate the start is the queue token's, up to rate_ahead() later, and a key
+        -- token counted from the claim let the key's next job start sooner than its rate
+        -- allows after this one (20ms apart under a 25ms key rate).
+        r.next_tat = math.max(r.next_tat or r.base, start) + r.tau
+      end
       local started = now_s
       if start ~= now_us then started = string.format('%d', math.floor(start / 1000)) end
       local att = attempts[attempt]
