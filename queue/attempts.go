@@ -24,7 +24,7 @@ type Attempt struct {
 }
 
 // attemptRecord is one element of the job hash's attempts field, as the scripts write it
-// (lib.lua's add_attempt): times in ms.
+// (the lib's add_attempt): times in ms.
 type attemptRecord struct {
 	Attempt    int    `json:"attempt"`
 	StartedAt  int64  `json:"started_at"`

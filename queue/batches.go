@@ -17,7 +17,7 @@ import (
 // child done), on death (the first child died). The batch's hash and its SET of pending
 // children live in its queue's slot (jobs:{q}:batch:<id>); each child carries its batch in
 // its hash, and the scripts that end a job settle its batch in the same step, or through
-// the outbox when the batch is in another slot (see follow in scripts/lib.lua).
+// the outbox when the batch is in another slot (see follow in scripts/lib).
 
 // BatchRef names a batch: its queue and ID. Written "queue/id".
 type BatchRef struct {

@@ -229,12 +229,12 @@ func isNoSuchKey(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such key")
 }
 
-// decodeEntry builds the events of a stream entry written by the scripts (lib.lua's event
+// decodeEntry builds the events of a stream entry written by the scripts (the lib's event
 // and write_events): one field, event, holding one line per event of the call that wrote
 // it, separated by newlines; each line holds name, id, type, attempt, worker and error
 // separated by tabs (the error last: it is the one value that may hold a tab). A line
 // without a tab is a job's ID alone: the event of the line before it again, for that job
-// (lib.lua's event writes repeats so). Each event knows its place in the entry, which its
+// (the lib's event writes repeats so). Each event knows its place in the entry, which its
 // cursor carries. A line that does not parse is skipped, keeping the places of the others.
 func decodeEntry(queue string, m redis.XMessage) []Event {
 	sid, ok := parseStreamID(m.ID)

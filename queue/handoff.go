@@ -20,7 +20,7 @@ import (
 // queue's ready list empty claims the job for the waiter registered last, exactly as the
 // worker's own claim of one would, and pushes it on the worker's hand list
 // jobs:{q}:hand:<worker> instead of a wake token (scripts/enqueue.lua, hand_off in
-// scripts/lib.lua). The worker's BLPOP includes its hand lists, so the job reaches it
+// scripts/lib). The worker's BLPOP includes its hand lists, so the job reaches it
 // with the BLPOP's reply, not after a claim's round trip more. Any claim of the worker's
 // that carries its Waiter drains its hand list, so a job handed while it was claiming
 // anyway is never stranded; a waiter that dies leaves its handed job to the reaper (the
@@ -47,7 +47,7 @@ func (c broker) AckClaimWaiting(ctx context.Context, queue string, finished []*J
 	return c.ackClaim(ctx, queue, finished, results, n, lease, worker, w)
 }
 
-// decodeHand decodes one entry of a hand list (hand_entry in scripts/lib.lua): the lease
+// decodeHand decodes one entry of a hand list (hand_entry in scripts/lib): the lease
 // token's prefix, the claim's now_us, then the job as a claim reply's job array, each
 // value as "<length>:<value>".
 func decodeHand(queue, worker, entry string) (*Job, error) {

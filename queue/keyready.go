@@ -15,7 +15,7 @@ import (
 )
 
 // Keyed ready jobs. A job with a limit key K waits, when due, in K's list
-// jobs:{q}:kready:K and K in the queue's ring jobs:{q}:keys (scripts/lib.lua), never in
+// jobs:{q}:kready:K and K in the queue's ring jobs:{q}:keys (scripts/lib), never in
 // ready. Every reader of the ready state reads both: the plain list first, then the keys
 // in ring order (the order the claims serve them), each key's jobs in claim order. The
 // reads are pipelines, never scripts, and each round trip reads at most ringPage keys (or

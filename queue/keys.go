@@ -31,7 +31,7 @@ type queueKeys struct {
 	metrics   string // prefix of the metrics history: metrics + "m:<unix minute>", "h:<unix hour>"
 	waiting   string // ZSET: jobs waiting for their dependencies (workflow.go), score = created_at
 	outbox    string // HASH: resolutions for other queues' slots, delivered by workers (outbox.go)
-	ring      string // ZSET: the limit keys with jobs ready (keyready.go, scripts/lib.lua)
+	ring      string // ZSET: the limit keys with jobs ready (keyready.go, scripts/lib)
 	waiters   string // ZSET: workers waiting for hand-offs (handoff.go)
 	base      string // "jobs:{q}:": the per-job workflow keys are built on it
 }

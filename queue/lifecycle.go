@@ -104,7 +104,7 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limite
 		j.State, j.Attempt, j.StartedAt, j.Worker = StateActive, int(attempt), started, worker
 		if start > now {
 			// A rate's token reserved ahead: the job starts at its instant (rate_ahead in
-			// lib.lua); the worker holds it until then.
+			// scripts/lib); the worker holds it until then.
 			j.StartedAt = time.UnixMicro(start)
 		}
 		j.Lease = token + ":" + strconv.FormatInt(k, 10)

@@ -13,7 +13,7 @@ import (
 
 // Flow control: a queue's limits, kept in Redis (jobs:{q}:limit) so that every worker
 // obeys the same ones and an operator changes them live. The claim scripts check and take
-// them atomically with the claim (see limit_room in scripts/lib.lua).
+// them atomically with the claim (see limit_room in scripts/lib).
 
 // Limit is a queue's limits. A zero field is no limit of that kind.
 //
@@ -424,7 +424,7 @@ func nextSlot(conc, running int, firstMs int64) time.Time {
 }
 
 // nextToken is when a rate's next token is due, zero when one is left now (ms): as
-// limit_room in lib.lua, a token is due once tat - (burst-1)*tau <= now.
+// limit_room in scripts/lib, a token is due once tat - (burst-1)*tau <= now.
 func nextToken(nowMs int64, rate int, periodMs int64, burst int, tatUs int64) time.Time {
 	if rate <= 0 {
 		return time.Time{}

@@ -72,7 +72,7 @@ func TestRateLimitGCRA(t *testing.T) {
 		t.Fatalf("claim of 10 under rate 5/s burst 2 = %d jobs, %+v; want 2, by rate", len(jobs), lim)
 	}
 	// Two tokens spent at t: tat = t+400ms, and the next is due at tat - (burst-1)*200ms;
-	// the next claim may come 20ms before (rate_ahead in lib.lua).
+	// the next claim may come 20ms before (rate_ahead in scripts/lib).
 	if lim.Wait < 170*time.Millisecond || lim.Wait > 180*time.Millisecond {
 		t.Errorf("wait = %v, want 180ms less the call's time", lim.Wait)
 	}

@@ -297,7 +297,7 @@ func TestKeyedDependentReadyUnderItsKey(t *testing.T) {
 	}
 }
 
-// A key's rate takes its tokens ahead as the queue's does (rate_ahead in lib.lua): a
+// A key's rate takes its tokens ahead as the queue's does (rate_ahead in scripts/lib): a
 // claim gets the tokens due within 20ms, each job starting at its token's instant, and
 // the key is due again 20ms before its next token. Not under a queue rate: a job held
 // for its key's token would start after its queue token's instant, and the queue's

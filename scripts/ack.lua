@@ -13,7 +13,7 @@
 --                               concurrency limit and jobs are ready (wake_freed), and one
 --                               per key its limits held back that a freed slot brings
 --                               forward (key_freed)
--- Keys     of a keyed job's limit key K (named from ARGV[1], see lib.lua), while the keys'
+-- Keys     of a keyed job's limit key K (named from ARGV[1], see scripts/lib), while the keys'
 --          leases are kept (KEYS[5]'s ktrack): jobs:{q}:kactive:K (its lease removed) and
 --          jobs:{q}:keys (K brought forward: key_freed)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
@@ -34,7 +34,7 @@
 --          lease expired and whose job was claimed again cannot overwrite the new run;
 --          a job with the cancel flag never ends done. A unique job's key is released
 --          (see enqueue.lua) unless it asked to keep it. The first write is the ZREM from
---          active (see ack_jobs in lib.lua): acks go through on a full Redis; the call's
+--          active (see ack_jobs in scripts/lib): acks go through on a full Redis; the call's
 --          events are written in the same call, after it, so an event exists
 --          exactly for each ack that committed.
 

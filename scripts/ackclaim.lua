@@ -1,7 +1,7 @@
 -- ackclaim: ack (active -> done, or dead for a cancelled job) then claim (ready -> active)
 -- in one call, for a worker whose slots freed up: it reports the jobs that freed them and
 -- refills the slots in one round trip. Each half is exactly ack.lua's and claim.lua's
--- (lib.lua's ack_jobs and claim_jobs).
+-- (the lib's ack_jobs and claim_jobs).
 --
 -- KEYS[1]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
 -- KEYS[2]  jobs:{q}:done        ZSET  job ID -> finished_at (ms), trimmed by age and count
@@ -14,7 +14,7 @@
 -- KEYS[7]  jobs:{q}:limit       HASH  the queue's limits (limit.lua); claims write its tat
 -- KEYS[8]  jobs:{q}:wake        LIST  'r' tokens for slots the acks freed that the claim left
 --                               free, when the queue has a concurrency limit (wake_freed)
--- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs), for keyed jobs:
+-- Keys     named from ARGV[1] ("jobs:{q}:", see the lib's keyed jobs), for keyed jobs:
 --          jobs:{q}:keys (ZSET, the ring of keys with ready jobs), and of each key K met,
 --          jobs:{q}:kready:K (LIST), jobs:{q}:kactive:K (ZSET of leases, while KEYS[7]'s
 --          ktrack is set), jobs:{q}:ktat:K (STRING, the key's GCRA tat)
@@ -32,7 +32,7 @@
 --                               call's events (<= 0: no events written)
 -- ARGV[12] waiter              "" (most calls), or the worker's waiter member
 --                               "<lease_ms>\t<token prefix>\t<worker>" (see hand_off in
---                               lib.lua): its hand list jobs:{q}:hand:<worker> (LIST) is
+--                               scripts/lib): its hand list jobs:{q}:hand:<worker> (LIST) is
 --                               drained into the reply, and it is registered in
 --                               jobs:{q}:waiters (ZSET, PEXPIRE waiter_ms) when the claim
 --                               ran the queue dry (count > 0, fewer jobs than asked, no
@@ -44,7 +44,7 @@
 --          acked job, as ack.lua's (1 done, 2 done already by this lease, 3 cancelled:
 --          dead, 0 lease lost); now (in microseconds), limit and the jobs are claim.lua's
 --          reply; each hand is a string: a job handed to the worker (hand_entry in
---          lib.lua), already claimed for it by an enqueue, oldest first.
+--          scripts/lib), already claimed for it by an enqueue, oldest first.
 -- Clock    Redis TIME, read once: the acks' finished_at and the claims' started_at in ms,
 --          now in microseconds (orders claims, as in claim.lua).
 -- Invariant as ack.lua and claim.lua: only the holder of a job's current lease token can

@@ -30,7 +30,7 @@
 --          an ended batch: nothing added).
 -- Clock    Redis TIME.
 -- Invariant total counts each child once (beside a successful SADD); done and dead count
---          each child once (beside a successful SREM, lib.lua's batch_settled); each
+--          each child once (beside a successful SREM, the lib's batch_settled); each
 --          callback is enqueued at most once (HSETNX of fired:<kind>).
 
 local bkey, pending = KEYS[1], KEYS[2]

@@ -1,6 +1,6 @@
 -- cancel: waiting, scheduled, ready or retry -> dead at once (a waiting job also leaves
 -- jobs:{q}:waiting, reached from the job key prefix; what waits on the job is resolved,
--- see to_dead in lib.lua); active -> flagged, and its worker is
+-- see to_dead in scripts/lib); active -> flagged, and its worker is
 -- told at once on the cancel channel, so it cancels the handler's context (at the latest
 -- at its next heartbeat, which reports the flag); the attempt then ends dead however it
 -- ends (`jobs cancel`). The dead set keeps the job for inspection and `jobs retry`.

@@ -1,5 +1,5 @@
 -- claim: ready -> active, up to ARGV[2] jobs, each under a new lease, as many as the
--- queue's limits allow (concurrency and rate, jobs:{q}:limit: see limit_room in lib.lua).
+-- queue's limits allow (concurrency and rate, jobs:{q}:limit: see limit_room in scripts/lib).
 --
 -- KEYS[1]  jobs:{q}:ready       LIST  job IDs ready to run (RPOP: oldest first)
 -- KEYS[2]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
@@ -7,7 +7,7 @@
 -- KEYS[4]  jobs:{q}:events      STREAM the events of each call that claimed jobs: a 'started' line
 --                               per claimed job, in claim order
 -- KEYS[5]  jobs:{q}:limit       HASH  the queue's limits (limit.lua); claims write its tat
--- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
+-- Keys     named from ARGV[1] ("jobs:{q}:", see the lib's keyed jobs): jobs:{q}:keys
 --          (ZSET, the ring of keys with ready jobs), and of each due key K,
 --          jobs:{q}:kready:K (LIST: RPOP), jobs:{q}:kactive:K (ZSET of leases: ZADD, while
 --          KEYS[5]'s ktrack is set),
@@ -26,9 +26,9 @@
 --          writes) followed by its ID, its attempt (this run's), k and its start in us:
 --          now_us, or on a queue with a rate (or, without one, a keyed job under its
 --          key's rate) its token's instant, up to 20ms later (the worker holds the job
---          until then; see rate_ahead in lib.lua). Its hash's
+--          until then; see rate_ahead in scripts/lib). Its hash's
 --          started_at is the start in ms. The claim also set state = active and
---          worker. limit is {concurrency, why, wait_us, free} (limit_reply in lib.lua): the
+--          worker. limit is {concurrency, why, wait_us, free} (limit_reply in scripts/lib): the
 --          queue's concurrency limit (0: none) and the slots this claim left free; and,
 --          when a limit cut this claim short with jobs left in ready, why (1 concurrency,
 --          2 rate, 3 every key with jobs waits on its own limits; else 0) and the wait in

@@ -13,13 +13,13 @@
 -- ARGV[3]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
 -- ARGV[4]  dead_retention_ms    a dependent that dies because the deleted job was its
---                               dependency (follow in lib.lua) expires this long after
+--                               dependency (follow in scripts/lib) expires this long after
 -- ARGV[5]  dead_max             the dead set keeps at most this many jobs
 -- Returns  "deleted", "not:active", or "missing".
 -- Clock    none.
 -- Invariant the job's hash and its index entry go together; an active job is untouched. A
 --          deleted job that had not ended counts as dead for its dependents and its batch
---          (follow in lib.lua), so nothing waits forever on it.
+--          (follow in scripts/lib), so nothing waits forever on it.
 
 local base = string.sub(ARGV[1], 1, -5)
 local sets = {scheduled = KEYS[1], retry = KEYS[2], dead = KEYS[4], done = KEYS[5], waiting = base .. 'waiting'}

@@ -8,7 +8,7 @@
 --                               written, enqueued (ready) or scheduled
 -- Keys     named from ARGV[1] ("jobs:{q}:"), for jobs with a limit key K due now:
 --          jobs:{q}:kready:K (LIST, LPUSH: instead of ready) and jobs:{q}:keys (ZSET, K
---          added at now unless there: ZADD NX), see lib.lua's keyed jobs; and for the
+--          added at now unless there: ZADD NX), see the lib's keyed jobs; and for the
 --          hand-off of a lone job (below): jobs:{q}:paused, jobs:{q}:limit, jobs:{q}:keys
 --          (EXISTS), jobs:{q}:waiters (ZSET: ZPOPMAX, or DEL when all expired), then as
 --          claim.lua's claim of one: jobs:{q}:active (ZADD), the job's hash, and the
@@ -140,7 +140,7 @@ local function add_payload(f, m, payload, names)
   return m
 end
 
--- hand_off_now hands the job just written to waiter (see hand_off in lib.lua): claimed
+-- hand_off_now hands the job just written to waiter (see hand_off in scripts/lib): claimed
 -- for it in this call, its 'started' event after the 'enqueued' one.
 local prefix_base = string.sub(prefix, 1, -5)
 local function hand_off_now(waiter)
@@ -310,7 +310,7 @@ if n_plain > 0 then
   if type(r) == 'table' and r.err then return r end
 end
 -- Keyed jobs go on their key's list, the key into the ring of keys at now when it is not
--- there yet (lib.lua's keyed jobs; push_ready does it for one job).
+-- there yet (the lib's keyed jobs; push_ready does it for one job).
 local kbase = string.sub(prefix, 1, -5)
 local pushed = {} -- pushed[n]: {list, jobs pushed, 1 if the key was added to the ring}
 local function undo_keyed()
@@ -387,7 +387,7 @@ if type(r) == 'table' and r.err then
 end
 -- One event per job written, after the writes above: the script has changed something by
 -- now, so a full Redis cannot refuse the XADD (it refused the LPUSH or ZADD already). The
--- call's events are entries of up to 16 (lib.lua's event_buf and write_events), each XADD
+-- call's events are entries of up to 16 (the lib's event_buf and write_events), each XADD
 -- checked (a key of the wrong type fails the first) so that the call can be undone.
 if maxlen > 0 and (n_ready > 0 or due or waiting) then
   local tokens = math.min(n_ready, 64)

@@ -23,7 +23,7 @@
 --                               the attempt history): one group per job
 -- Returns  one string per job: "retry", "dead", or "lost" (lease lost, nothing changed).
 --          A fail resent after its reply was lost finds its own lease ended with its
---          outcome (ended_lease in lib.lua) and returns it again, changing nothing.
+--          outcome (ended_lease in scripts/lib) and returns it again, changing nothing.
 -- Clock    Redis TIME.
 -- Invariant only the holder of the current lease token can fail a job; a job retries only
 --          while attempt <= max_retry and it was not cancelled, so every job ends done or

@@ -34,7 +34,7 @@
 -- ARGV[8+2k], ARGV[9+2k]        id, lease token: one pair per job
 -- Returns  one integer per job: 1 handed back, 3 cancelled by an operator so dead
 --          instead, 0 lease lost (nothing changed). A hand back resent after its reply
---          was lost finds its own lease ended (ended_lease in lib.lua) and returns the
+--          was lost finds its own lease ended (ended_lease in scripts/lib) and returns the
 --          same 1 or 3 again, changing nothing.
 -- Clock    Redis TIME (when delay_ms > 0 or a job is cancelled).
 -- Invariant only the holder of the current lease token can hand a job back; a job with

@@ -9,7 +9,7 @@
 --                               job with progress (k < p)
 -- then ARGV[...+2k], [...+2k+1] id, lease token: one pair per other job
 --                               (<= 1000 jobs in all, queue's proto.MaxBatch)
--- Keys     named from ARGV[1] ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:limit (HASH,
+-- Keys     named from ARGV[1] ("jobs:{q}:", see the lib's keyed jobs): jobs:{q}:limit (HASH,
 --          read: ktrack) and, while its ktrack is '1', jobs:{q}:kactive:K (ZSET, ZADD XX)
 --          of each keyed job renewed
 -- Returns  {lost, cancelled}: the lease tokens that are lost (the job's token is another,

@@ -9,15 +9,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestLibDate checks lib.lua's UTC date, which names the daily counters that `jobs stats`
+// TestLibDate checks the lib's UTC date, which names the daily counters that `jobs stats`
 // reads with a date formatted by Go.
 func TestLibDate(t *testing.T) {
 	t.Parallel()
-	lib, err := files.ReadFile("lib.lua")
+	lib, err := readLib()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := redis.NewScript(string(lib) + "\nreturn ymd(tonumber(ARGV[1]))")
+	s := redis.NewScript(lib + "\nreturn ymd(tonumber(ARGV[1]))")
 	rdb := redistest.Client(t)
 	for _, d := range []time.Time{
 		time.Unix(0, 0), time.Date(2000, 2, 29, 23, 59, 59, 999e6, time.UTC),

@@ -1,6 +1,6 @@
 -- limit: sets or removes a queue's limits (`jobs limit set|rm`, Client.SetLimit,
 -- Client.RemoveLimit). No job moves; the next claim of the queue applies the change (the
--- claims read the hash: see limit_room in lib.lua). One script so that the change, its
+-- claims read the hash: see limit_room in scripts/lib). One script so that the change, its
 -- event and the notice to waiting workers are one step.
 --
 -- KEYS[1]  jobs:{q}:limit       HASH  concurrency (running jobs), rate (starts per
@@ -11,7 +11,7 @@
 --                               its error field the limits now ("" when none is left)
 -- KEYS[3]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms), read when the field
 --                               ktrack flips (below)
--- Keys     named from KEYS[1] ("jobs:{q}:", see lib.lua's keyed jobs), when ktrack flips:
+-- Keys     named from KEYS[1] ("jobs:{q}:", see the lib's keyed jobs), when ktrack flips:
 --          jobs:{q}:job:<id> (read: limit_key) of each job in active, jobs:{q}:kactive:K
 --          of their keys (rebuilt or deleted) and jobs:{q}:keys and jobs:{q}:kpause:K
 --          (keys brought forward when ktrack goes off)
@@ -35,7 +35,7 @@
 --                               'key'); else the own limits of these keys (fields
 --                               'key:'..K), which replace the default for them. Each is
 --                               stored as "concurrency rate period_ms burst" (0: none of
---                               that kind; lib.lua's key_spec reads it), removed when
+--                               that kind; the lib's key_spec reads it), removed when
 --                               nothing is left in it. A key's rate state (its tat, in
 --                               jobs:{q}:ktat:K) is kept: a changed key rate applies from
 --                               the key's next token.
@@ -59,7 +59,7 @@ local limit, events = KEYS[1], KEYS[2]
 local conc, rate, period, burst = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local old = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'ktrack', 'kflags')
 -- Whether the keys' leases were kept before this change: limits written before this
--- script kept ktrack (no kflags) were read as keeping them (key_flags in lib.lua).
+-- script kept ktrack (no kflags) were read as keeping them (key_flags in scripts/lib).
 local tracked = key_flags(limit, old[5], nil, old[6])
 local changed = false
 if conc == '0' then
@@ -180,7 +180,7 @@ elseif track ~= tracked then
     zadd_all(ring, places)
   end
 end
--- kflags: this script keeps ktrack and kown in these limits (key_flags in lib.lua). Only
+-- kflags: this script keeps ktrack and kown in these limits (key_flags in scripts/lib). Only
 -- while some limit is left: Redis deletes an empty hash, and no limits is no hash.
 if redis.call('HLEN', limit) > (redis.call('HEXISTS', limit, 'kflags') == 1 and 1 or 0) then
   redis.call('HSET', limit, 'kflags', '1')

@@ -5,10 +5,10 @@
 -- KEYS[1]  jobs:{q}:limit       HASH  concurrency, rate, period_ms, burst, tat, key, key:<K>
 --                               (limit.lua)
 -- KEYS[2]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms)
--- Keys     named from KEYS[2]'s ("jobs:{q}:", see lib.lua's keyed jobs): jobs:{q}:keys
+-- Keys     named from KEYS[2]'s ("jobs:{q}:", see the lib's keyed jobs): jobs:{q}:keys
 --          (ZSET, the ring of keys with ready jobs), and of each key K reported,
 --          jobs:{q}:kactive:K (ZSET) and jobs:{q}:ktat:K (STRING); while the keys' leases
---          are not kept (key_flags in lib.lua: the limits' ktrack is not '1'), jobs:{q}:job:<id>
+--          are not kept (key_flags in scripts/lib: the limits' ktrack is not '1'), jobs:{q}:job:<id>
 --          of each unexpired lease in active instead (read: limit_key; O(jobs running))
 -- ARGV[]   limit keys to report besides those below (a job's key, for `jobs inspect`)
 -- Returns  {now_ms, concurrency, rate, period_ms, burst, tat_us, running, first_deadline_ms,

@@ -21,7 +21,7 @@
 -- ARGV[5]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
 -- ARGV[6]  dead_retention_ms    a dependent that dies because a purged job was its dependency
---                               (see follow in lib.lua) expires this long after
+--                               (see follow in scripts/lib) expires this long after
 -- ARGV[7]  dead_max             the dead set keeps at most this many jobs
 -- ARGV[8...] K, n, K, n...      ready only: besides KEYS[1], up to n jobs of each limit key
 --                               K, from its list jobs:{q}:kready:K (named from ARGV[1]),
@@ -31,11 +31,11 @@
 -- Clock    none.
 -- Invariant only the given index (and keys' lists and the ring), its jobs' hashes (and
 --          unique keys) are touched, and what waited on a purged job that had not ended: a purged job counts as dead
---          for its dependents and its batch (follow in lib.lua; in this queue at once,
+--          for its dependents and its batch (follow in scripts/lib; in this queue at once,
 --          elsewhere through the outbox), so nothing waits forever on it; a purged
 --          waiting job's pending set goes with it. Active jobs have no purge: cancel them
 --          instead, so no worker loses a job under it. A key is in the ring exactly
---          while its list holds jobs (lib.lua): one this call empties leaves it, one it
+--          while its list holds jobs (scripts/lib): one this call empties leaves it, one it
 --          leaves jobs in keeps its place, so the claims go on serving them.
 
 local index, prefix, limit, state, max_score = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]

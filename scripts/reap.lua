@@ -18,7 +18,7 @@
 --                               keyed job: its key's lease is removed only while it is set)
 -- KEYS[7]  jobs:{q}:outbox      HASH  read (EXISTS): resolutions for other slots waiting
 --                               for a worker to deliver them (see queue/outbox.go); a
---                               reaped job that dies may add some (lib.lua's follow)
+--                               reaped job that dies may add some (the lib's follow)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
 -- ARGV[3]  limit                most jobs reaped in this call

@@ -4,8 +4,8 @@
 // two commands can lose or duplicate a job.
 //
 // Each file opens with a contract header: its KEYS and ARGV (with units), what it returns,
-// which clock it reads, and the invariant it keeps. The lib.lua functions a script calls are
-// prepended to it.
+// which clock it reads, and the invariant it keeps. The functions of scripts/lib (the
+// lib) that a script calls are prepended to it.
 //
 // Scripts that settle or renew claimed jobs (claim, heartbeat, ack, fail, handback, reap)
 // make a removal their first change: Redis at maxmemory with noeviction refuses a script's
@@ -22,8 +22,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed *.lua
+//go:embed *.lua lib/*.lua
 var files embed.FS
+
+// libFiles are the library's files (scripts/lib), in the order they are joined: a
+// function is defined before the functions that call it. Joined, they are "the lib".
+var libFiles = []string{"lib/base.lua", "lib/keys.lua", "lib/workflow.lua", "lib/claim.lua"}
+
+// readLib returns the lib: libFiles joined.
+func readLib() (string, error) {
+	var b strings.Builder
+	for _, name := range libFiles {
+		text, err := files.ReadFile(name)
+		if err != nil {
+			return "", err
+		}
+		b.Write(text)
+	}
+	return b.String(), nil
+}
 
 // The scripts, in lifecycle order. They are package-level values (the one documented
 // exception to "no package-level state"): a redis.Script is immutable apart from its
@@ -66,12 +83,12 @@ var (
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
 	Delete, Link, Resolve, Batch, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
 
-// Source returns the full text Redis runs for the named file: the lib.lua functions it
+// Source returns the full text Redis runs for the named file: the lib functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's
-// whole text on every call, so each function of lib.lua it carried would be created and
+// whole text on every call, so each function of the lib it carried would be created and
 // thrown away each time, used or not.
 func Source(name string) (string, error) {
-	lib, err := files.ReadFile("lib.lua")
+	lib, err := readLib()
 	if err != nil {
 		return "", err
 	}
@@ -79,7 +96,7 @@ func Source(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return libFor(string(lib), string(src)) + "\n" + string(src), nil
+	return libFor(lib, string(src)) + "\n" + string(src), nil
 }
 
 // libFor returns what src needs of lib: lib's opening comment, then each of its
@@ -87,7 +104,7 @@ func Source(name string) (string, error) {
 // lib's order, without the comment block above each: Redis keeps every script's text in
 // its script cache, which counts against maxmemory (on a Redis filled to it, the
 // comments of the functions limits added left too little room to enqueue again after a
-// purge), and those comments are read in lib.lua, not in Redis.
+// purge), and those comments are read in the lib, not in Redis.
 func libFor(lib, src string) string {
 	lines := strings.SplitAfter(lib, "\n")
 	var starts []int // index of the first line (comments included) of each definition
@@ -135,7 +152,7 @@ func libFor(lib, src string) string {
 	return out
 }
 
-// cold names the lib.lua functions that a script calls on a rare path only, whose own
+// cold names the lib functions that a script calls on a rare path only, whose own
 // calls bring in many functions used nowhere else in it: enqueue.lua's hand_off, which
 // claims a job with claim_jobs and the dozen functions behind it. Redis creates a
 // closure for every function of a script's text on every call (about 0.1-0.2 us each),
@@ -185,8 +202,8 @@ func coldWrapper(name string, names, text []string, need, hot []bool) string {
 // codeOnly drops the comment lines (a line whose first non-blank characters are "--")
 // of a definition's lines, for the same reason as the comment blocks above definitions:
 // the workflows' functions, carried by every script that ends a job, explain themselves
-// at length in lib.lua, and on a Redis filled to its maxmemory that text alone left too
-// little room to enqueue after a purge. lib.lua has no long strings or block comments,
+// at length in the lib, and on a Redis filled to its maxmemory that text alone left too
+// little room to enqueue after a purge. The lib has no long strings or block comments,
 // so such a line is never inside a string.
 func codeOnly(lines []string) []string {
 	out := lines[:0:0]

@@ -14,17 +14,16 @@ import (
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// transitions returns the embedded .lua files that are scripts of their own (all but
-// lib.lua, which is prepended to each), sorted.
+// transitions returns the embedded .lua files that are scripts of their own (all but the
+// lib's, in lib/, which are prepended to each), sorted.
 func transitions(t *testing.T) []string {
 	t.Helper()
 	names, err := fs.Glob(files, "*.lua")
 	if err != nil {
 		t.Fatalf("fs.Glob(*.lua) err = %v", err)
 	}
-	names = slices.DeleteFunc(names, func(n string) bool { return n == "lib.lua" })
 	if len(names) == 0 {
-		t.Fatal("no embedded .lua files besides lib.lua, want one per transition")
+		t.Fatal("no embedded .lua files besides the lib's, want one per transition")
 	}
 	return names
 }
@@ -134,7 +133,7 @@ func TestEveryFileHasScriptInAll(t *testing.T) {
 		}
 	}
 	if got, want := len(hashes), len(names); got != want {
-		t.Errorf("All holds %d distinct scripts, want %d (one per .lua file but lib.lua: %v)",
+		t.Errorf("All holds %d distinct scripts, want %d (one per .lua file but the lib's: %v)",
 			got, want, names)
 	}
 }
@@ -166,16 +165,16 @@ func TestScriptsLoadOnRedis(t *testing.T) {
 	}
 }
 
-// Each script carries the lib.lua functions it calls, through one another too (to_dead
+// Each script carries the lib's functions it calls, through one another too (to_dead
 // calls trim), and no other: an unused one would still be created on every call.
 func TestSourceCarriesTheLibFunctionsItCalls(t *testing.T) {
 	t.Parallel()
-	lib, err := files.ReadFile("lib.lua")
+	lib, err := readLib()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, line := range strings.Split(string(lib), "\n") {
+	for _, line := range strings.Split(lib, "\n") {
 		if rest, ok := strings.CutPrefix(line, "local function "); ok {
 			name, _, _ := strings.Cut(rest, "(")
 			names = append(names, name)

@@ -1,0 +1,284 @@
+-- The lib's keyed jobs and their limits (see base.lua).
+
+-- Keyed jobs. A job enqueued with a limit key K (its hash's limit_key field) never waits in
+-- ready: it waits in its key's own list, and the key in the queue's ring of keys, so that
+-- a key held back by its limits holds back no other key and no unkeyed job (no
+-- head-of-line blocking). All in the queue's slot; base is "jobs:{q}:":
+--   base..'kready:'..K   LIST  K's ready jobs (LPUSH, claims RPOP: oldest first)
+--   base..'kactive:'..K  ZSET  job ID -> lease deadline (ms): K's leases, which its
+--                              concurrency counts (unexpired ones only). Kept only while
+--                              the limits hash's field ktrack is '1': while some key's
+--                              concurrency could bind (limit.lua); else no key has one,
+--                              and a claim and an ack of a keyed job pay nothing for it
+--   base..'ktat:'..K     STRING K's GCRA tat (us), expiring when it is due (no garbage)
+--   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua,
+--                              which scores K at the pause's end; key_freed leaves it there)
+--   base..'keys'         ZSET  K -> when (us) K may run next: keys with ready jobs only.
+--                              Claims take the due keys oldest first, and put a served key
+--                              back at now (behind the others: round-robin), a key held
+--                              back by its concurrency at its earliest lease deadline (an
+--                              end of one of its jobs brings it forward: key_freed) and
+--                              one held back by its rate at its next token (rate_ahead()
+--                              before it when the queue has no rate: pop_keyed).
+-- key_base is "jobs:{q}:" from the job key prefix "jobs:{q}:job:".
+local function key_base(prefix)
+  return string.sub(prefix, 1, -5)
+end
+
+-- push_ready makes job id ready to run: on ready, or, for a keyed job (lkey: its limit
+-- key; nil or '' for none), on its key's list with the key in the ring (its place kept
+-- when it has one). head: claimed next (a job handed back or reaped), else last. now in ms.
+local function push_ready(ready, prefix, id, lkey, head, now)
+  local list = ready
+  if lkey and lkey ~= '' then
+    local base = key_base(prefix)
+    list = base .. 'kready:' .. lkey
+    redis.call('ZADD', base .. 'keys', 'NX', now * 1000, lkey)
+  end
+  if head then redis.call('RPUSH', list, id) else redis.call('LPUSH', list, id) end
+end
+
+-- unready takes waiting job id off its ready list (ready, or its key's list; the key
+-- leaves the ring when that was its last job), for cancel and delete.
+local function unready(ready, prefix, id, lkey)
+  if not lkey or lkey == '' then
+    redis.call('LREM', ready, 0, id)
+    return
+  end
+  local base = key_base(prefix)
+  local list = base .. 'kready:' .. lkey
+  redis.call('LREM', list, 0, id)
+  if redis.call('LLEN', list) == 0 then redis.call('ZREM', base .. 'keys', lkey) end
+end
+
+-- key_flags says whether the keys' leases are kept (ktrack) and whether some key has its
+-- own limits (kown), from those fields of the limits hash (see limit.lua) and its kflags,
+-- as the caller read them. Limits written before limit.lua kept those fields have no
+-- kflags: they are read as both on, as every claim then worked (each keyed job's lease in
+-- its key's set, every key's own limits read), until the next change of the limits sets
+-- them. No hash (no limits): neither. One EXISTS, only for a hash read without kflags.
+local function key_flags(limit, ktrack, kown, kflags)
+  if not kflags and redis.call('EXISTS', limit) == 1 then return true, true end
+  return ktrack == '1', kown == '1'
+end
+
+-- key_tracked says whether the keys' leases are kept (key_flags). track: {limit =
+-- jobs:{q}:limit}, one per script call: the flags are read once, at the call's first
+-- keyed job.
+local function key_tracked(track)
+  if track.on == nil then
+    local f = redis.call('HMGET', track.limit, 'ktrack', 'kflags')
+    track.on = key_flags(track.limit, f[1], nil, f[2])
+  end
+  return track.on
+end
+
+-- key_freed ends the leases of jobs ids (a list: one or more jobs of limit key lkey) under
+-- lkey (ack, fail, hand back, reap): their slots are free at once. A key the ring holds
+-- back until later (its concurrency, most likely; not a handler's pause) is brought
+-- forward to now, and one worker is woken (wakes: the wake list, nil for none) to claim
+-- it; if its rate still holds it back, that claim puts it back at its next token. Only
+-- while the leases are kept (key_tracked(track)): else there is no lease to end, and no
+-- key is held back by a concurrency (limit.lua brings them forward when the flag goes
+-- off).
+local function key_freed(prefix, lkey, ids, now, wakes, track)
+  if not key_tracked(track) then return end
+  local base = key_base(prefix)
+  redis.call('ZREM', base .. 'kactive:' .. lkey, unpack(ids))
+  local at = tonumber(redis.call('ZSCORE', base .. 'keys', lkey))
+  -- Not a key a handler paused: it stays at the pause's end (handback.lua).
+  if at and at > now * 1000 and redis.call('EXISTS', base .. 'kpause:' .. lkey) == 0 then
+    redis.call('ZADD', base .. 'keys', now * 1000, lkey)
+    if wakes then wake(wakes, 1, 'r') end
+  end
+end
+
+-- rate_ahead is how far ahead (us) a claim may take a rate's next tokens: a job whose
+-- token is due within it is claimed now and starts at its token's instant (the worker
+-- holds it until then), instead of the claim coming back when the token is due. A claim
+-- that reached Redis after its token was due started the job late, and GCRA counts the
+-- next token from that start: at 1,000/s about a third of the rate was lost that way.
+-- Claimed ahead, the starts are the tokens' instants exactly, so the rate is delivered
+-- in full and the bound (at most rate + burst - 1 starts in any period) holds for them.
+-- 20ms: more than a round trip and a loaded worker's timer lateness, little enough for a
+-- slot to wait.
+local function rate_ahead()
+  return 20000
+end
+
+-- rate_start is when the m-th job (1-based) a claim took under a rate starts (us): its
+-- token's instant, base + (m - burst) * tau, or now when that has passed. Now without a
+-- rate. g: limit_room's reply (the queue's rate), or a key's record from pop_keyed (its
+-- rate's tau, base and burst, the m-th job of the key).
+local function rate_start(g, m, now_us)
+  if not g.tau then return now_us end
+  return math.max(g.base + (m - g.burst) * g.tau, now_us)
+end
+
+-- key_quantum is how many jobs a due key may give a claim (when it has them and its
+-- limits allow) even when more keys are due than the claim has jobs to give each one:
+-- a claim of n then serves about n/4 keys, not n. Each key served costs Redis about 3 us
+-- (its RPOP, its new place in the ring, a look at its list): taken one job a key, that
+-- made keyed jobs over 1,000 keys 0.8x the throughput of unkeyed ones, taken four at a
+-- time about 0.9x (BenchmarkAckClaimKeys). Fairness is kept at the grain of four jobs:
+-- every due key is served in turn, each as much, and a key with fewer jobs (the issue's
+-- case: B's one job beside A's 100,000) is served in the first claim as before; with K
+-- keys due, a key's turn comes within about 4K/n claims instead of K/n.
+local function key_quantum()
+  return 4
+end
+
+-- key_spec parses a key limit as limit.lua stores it: "concurrency rate period_ms burst",
+-- 0 for none of a kind. nil for none at all.
+local function key_spec(s)
+  if not s then return nil end
+  local c, r, p, b = string.match(s, '^(%d+) (%d+) (%d+) (%d+)$')
+  if not c then return nil end
+  return {conc = tonumber(c), rate = tonumber(r), period = tonumber(p), burst = math.max(tonumber(b), 1)}
+end
+
+-- pop_keyed pops up to want job IDs from the due keys (ring order), each key giving its
+-- share of what is left (round-robin), at least key_quantum() of them (fewer when it has
+-- fewer, or want is met), and at most what its limits allow now: its
+-- concurrency counts its unexpired leases, its rate is GCRA as the queue's (limit_room),
+-- its tokens due within rate_ahead() claimed ahead when the queue has no rate.
+-- limit: the queue's limits HASH ('key:'..K a key's own limits, read only while g.kown);
+-- g: limit_room's reply (g.kdef the default of every key, g.running when the queue has a
+-- concurrency limit).
+-- Appends to ids and keyof (the key's record of each); returns the per-key records that
+-- key_claimed settles once the claim knows which jobs it took.
+-- A key's leases are among the queue's (the same jobs, the same deadlines), so a key whose
+-- concurrency is above the queue's unexpired leases plus its share here cannot be full
+-- after this claim: its leases are not counted (one ZCOUNT or ZCARD of active for the
+-- claim instead of a ZCOUNT per key), and a limit that never binds costs no call per key.
+-- Nor does one that cannot bind (g.ktrack false: no key's concurrency is below the queue's,
+-- see limit.lua): no key's leases are kept, counted or added to.
+local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, keyof)
+  if not g.kread then -- once a claim (it may call pop_keyed twice)
+    g.ktrack, g.kown = key_flags(limit, g.ktrack, g.kown, g.kflags)
+    g.kread = true
+  end
+  -- The keys' own limits, when some key has one (the field kown, see limit.lua).
+  local specs = {}
+  if g.kown then
+    local fields = {}
+    for i, k in ipairs(due) do fields[i] = 'key:' .. k end
+    specs = redis.call('HMGET', limit, unpack(fields))
+  end
+  local default = key_spec(g.kdef)
+  local recs, n, counts = {}, #ids, {}
+  for i, k in ipairs(due) do
+    local left = want - n
+    if left <= 0 then break end
+    local sp = default
+    if specs[i] then sp = key_spec(specs[i]) or default end
+    local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0}
+    -- Every key's leases are kept while any key's concurrency could bind: a concurrency
+    -- set on this key later applies to its running jobs on the next claim.
+    if g.ktrack then r.act, r.ids = base .. 'kactive:' .. k, {} end
+    local room = math.max(math.ceil(left / (#due - i + 1)), math.min(key_quantum(), left))
+    if sp and sp.conc > 0 and r.act then
+      -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
+      g.running = g.running or redis.call('ZCARD', active)
+      if sp.conc - g.running <= room then
+        r.free = sp.conc - redis.call('ZCOUNT', r.act, '(' .. now, '+inf')
+        room = math.min(room, math.max(r.free, 0))
+      end
+    end
+    if sp and sp.rate > 0 then
+      r.tat = base .. 'ktat:' .. k
+      r.tau, r.burst = math.ceil(sp.period * 1000 / sp.rate), sp.burst
+      r.base = math.max(tonumber(redis.call('GET', r.tat)) or 0, now_us)
+      -- The tokens due within rate_ahead(), as the queue's (limit_room): each such job
+      -- starts at its token's instant (claim_jobs). Not under a queue rate, whose token
+      -- instants the claim's jobs start at: one held for its key's later token would
+      -- start after its queue token's, and the queue's starts could bunch up.
+      r.ahead = 0
+      if not g.tau then r.ahead = rate_ahead() end
+      r.tokens = math.floor((now_us + r.ahead + sp.burst * r.tau - r.base) / r.tau)
+      room = math.min(room, math.max(r.tokens, 0))
+    end
+    r.room = room
+    if room == 1 then
+      -- RPOP without a count returns the ID itself: no array to build, about half the
+      -- cost of a call with one (a claim over many keys takes one job of each).
+      local id = redis.call('RPOP', r.list)
+      if id then
+        r.popped, n = 1, n + 1
+        ids[n], keyof[n] = id, r
+      end
+    elseif room > 1 then
+      -- The count as a string: Redis would format a number with a slow printf.
+      counts[room] = counts[room] or string.format('%d', room)
+      local got = redis.call('RPOP', r.list, counts[room])
+      if got then
+        r.popped = #got
+        for _, id in ipairs(got) do
+          n = n + 1
+          ids[n], keyof[n] = id, r
+        end
+      end
+    end
+    recs[#recs + 1] = r
+  end
+  return recs
+end
+
+-- key_claimed settles the keys pop_keyed took from: the leases of the jobs claimed
+-- (r.m of them; their IDs r.ids while the leases are kept) go into the key's lease set, its rate's tat moves on by one tau each, and the
+-- key gets its next place in the ring: gone when it has no job left, else now (behind
+-- the keys due before it), or later when a limit holds it back: its earliest lease
+-- deadline (concurrency) or its next token (rate), whichever is later. Which keys ran
+-- dry is one EXISTS of their lists, not an LLEN each: a key that gave less than it asked
+-- for has; one that gave all may have, asked one by one only when the EXISTS says some
+-- did.
+local function key_claimed(ring, recs, deadline, now, now_us)
+  -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
+  local places, gone, maybe, lists, now_s = {}, {}, {}, {}, nil
+  for _, r in ipairs(recs) do
+    if r.room > 0 and r.popped < r.room then
+      r.dry = true
+    else
+      maybe[#maybe + 1] = r
+      lists[#lists + 1] = r.list
+    end
+  end
+  if #lists > 0 and redis.call('EXISTS', unpack(lists)) < #lists then
+    for _, r in ipairs(maybe) do r.dry = redis.call('EXISTS', r.list) == 0 end
+  end
+  for _, r in ipairs(recs) do
+    local m = r.m
+    if m > 0 and r.act then
+      local z = {}
+      for _, id in ipairs(r.ids) do z[#z + 1] = deadline; z[#z + 1] = id end
+      redis.call('ZADD', r.act, unpack(z))
+    end
+    local at = now_us
+    local tat = r.tau and (r.next_tat or r.base)
+    if r.tau and m > 0 then
+      redis.call('SET', r.tat, string.format('%.0f', tat), 'PX', math.floor((tat - now_us) / 1000) + 1)
+    end
+    if r.dry then
+      gone[#gone + 1] = r.key
+    else
+      if r.free and r.free - m <= 0 then
+        local first = redis.call('ZRANGEBYSCORE', r.act, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+        if first[2] then at = math.max(at, (tonumber(first[2]) + 1) * 1000) end
+      end
+      if r.tau and r.tokens - m <= 0 then
+        -- Due rate_ahead() before its next token, when a claim may take that token.
+        at = math.max(at, tat - (r.burst - 1) * r.tau - r.ahead)
+      end
+      -- now_us formatted once: Redis formats a number argument with a slow printf each time.
+      if at == now_us then
+        now_s = now_s or string.format('%.0f', now_us)
+        places[#places + 1] = now_s
+      else
+        places[#places + 1] = at
+      end
+      places[#places + 1] = r.key
+    end
+  end
+  if #places > 0 then redis.call('ZADD', ring, unpack(places)) end
+  if #gone > 0 then redis.call('ZREM', ring, unpack(gone)) end
+end
