@@ -182,9 +182,11 @@ elseif track ~= tracked then
 end
 -- kflags: this script keeps ktrack and kown in these limits (key_flags in scripts/lib). Only
 -- while some limit is left: Redis deletes an empty hash, and no limits is no hash.
-if redis.call('HLEN', limit) > (redis.call('HEXISTS', limit, 'kflags') == 1 and 1 or 0) then
-  redis.call('HSET', limit, 'kflags', '1')
-else
+local fields, flagged = redis.call('HKEYS', limit), false
+for _, f in ipairs(fields) do flagged = flagged or f == 'kflags' end
+if #fields > (flagged and 1 or 0) then
+  if not flagged then redis.call('HSET', limit, 'kflags', '1') end
+elseif flagged then
   redis.call('DEL', limit)
 end
 local now = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst')
