@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jobs-dev/jobs/internal/proto"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -425,7 +427,14 @@ func (l *loop) wakeAnother(ctx context.Context, wu wakeup) {
 	ctx, cancel := context.WithTimeout(ctx, passOnTimeout)
 	defer cancel()
 	if err := l.w.broker.Wake(ctx, wu.queue, wu.token); err != nil {
-		l.log.LogAttrs(ctx, slog.LevelWarn, "cannot pass on a wake token", slog.String("error", err.Error()))
+		// A Redis full to its maxmemory refuses the push; the token is only a hint (idle
+		// workers look again within a second), so that is no news for the operator, who
+		// hears of the full Redis from what matters (enqueues refused).
+		level := slog.LevelWarn
+		if redis.IsOOMError(err) {
+			level = slog.LevelDebug
+		}
+		l.log.LogAttrs(ctx, level, "cannot pass on a wake token", slog.String("error", err.Error()))
 	}
 }
 

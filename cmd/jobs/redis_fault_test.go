@@ -116,6 +116,7 @@ func testRedisRestart(t *testing.T, fsync string) {
 	// Enqueues and jobs resume by themselves: the first enqueue acknowledged and the first
 	// job done after the restart.
 	var enqueueBack, workBack time.Duration
+	workSeen := false
 	waitFor(t, 20*time.Second, "enqueues and jobs resume after the restart", func() bool {
 		if enqueueBack == 0 {
 			mu.Lock()
@@ -129,14 +130,26 @@ func testRedisRestart(t *testing.T, fsync string) {
 			}
 			mu.Unlock()
 		}
-		if workBack == 0 {
+		if !workSeen {
+			// Done in the restart's millisecond or after (Redis's ms; the workers may
+			// reconnect before Restart's PING returns): 0 at least, never negative, which
+			// read as not yet back (a worker handed a job at once did that).
 			first, err := rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: k.key("done"),
 				Start: strconv.FormatInt(restarted.UnixMilli(), 10), Stop: "+inf", ByScore: true, Count: 1}).Result()
 			if err == nil && len(first) == 1 {
-				workBack = time.UnixMilli(int64(first[0].Score)).Sub(restarted)
+				workSeen, workBack = true, max(time.UnixMilli(int64(first[0].Score)).Sub(restarted), 0)
 			}
 		}
-		return enqueueBack > 0 && workBack > 0
+		if enqueueBack > 0 && workSeen {
+			return true
+		}
+		if time.Since(restarted) > 19*time.Second {
+			mu.Lock()
+			t.Logf("after the restart: enqueue back %v, work back %v; %d enqueues acked, %d failed; Redis: %v",
+				enqueueBack, workBack, len(acked), failed, rdb.Info(ctx, "keyspace").Val())
+			mu.Unlock()
+		}
+		return false
 	})
 	time.Sleep(time.Second) // a little steady state after the restart
 	if err := enq.stop(); err != nil {
