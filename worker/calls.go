@@ -379,9 +379,10 @@ func (l *loop) woken(wu wakeup, now time.Time) {
 	}
 	if wu.token == "" {
 		for _, q := range wu.on {
-			// Look again (covers wake tokens lost with a crashed worker), each queue once
+			// Look again (covers wake tokens lost with a crashed worker): after every wait
+			// up to 100 queues (a lost token costs at most one wait), else each queue once
 			// a recheck at most.
-			if !now.Before(q.lookAt) {
+			if l.recheck <= time.Second || !now.Before(q.lookAt) {
 				q.dry = false
 			}
 			q.limit.woken()
