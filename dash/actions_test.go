@@ -239,28 +239,9 @@ func TestEveryMatch(t *testing.T) {
 		t.Fatalf("count = %+v, want 6 of 12 counted, complete, no typing, a token", c)
 	}
 	form := url.Values{"state": {"dead"}, "do": {"retry"}, "error": {"TOO LARGE"}, "count": {"6"}, "token": {c.Token}}
-	batches := 0
-	for {
-		batches++
-		if batches > 10 {
-			t.Fatal("more than 10 batches")
-		}
-		r := b.do(t, "POST", "/queues/default/matching", form, map[string]string{"Accept": "application/json"})
-		wantStatus(t, "POST matching", r, 200)
-		var d matchingData
-		if err := json.Unmarshal([]byte(r.body), &d); err != nil {
-			t.Fatal(err)
-		}
-		if d.Next == "" {
-			if d.Changed != 6 || d.Failed != 0 {
-				t.Errorf("every match done: changed %d, failed %d; want 6, 0", d.Changed, d.Failed)
-			}
-			break
-		}
-		form.Set("cursor", d.Next)
-		form.Set("changed", strconv.Itoa(d.Changed))
-		form.Set("read", strconv.Itoa(d.Read))
-		form.Set("failed", strconv.Itoa(d.Failed))
+	d, batches := b.everyMatch(t, form, 10)
+	if d.Changed != 6 || d.Failed != 0 {
+		t.Errorf("every match done: changed %d, failed %d; want 6, 0", d.Changed, d.Failed)
 	}
 	if batches < 3 {
 		t.Errorf("%d batches for 12 jobs read 4 at a time, want at least 3", batches)
@@ -288,6 +269,30 @@ func TestEveryMatch(t *testing.T) {
 		if r := b.post(t, "/queues/default/matching", f); r.status != 400 {
 			t.Errorf("POST matching %v = %d, want 400", f, r.status)
 		}
+	}
+}
+
+// everyMatch posts form to /queues/default/matching, and each batch's continuation, until
+// the last batch (at most most of them): its answer, and how many batches it took.
+func (b *bundle) everyMatch(t *testing.T, form url.Values, most int) (matchingData, int) {
+	t.Helper()
+	for batches := 1; ; batches++ {
+		if batches > most {
+			t.Fatalf("more than %d batches", most)
+		}
+		r := b.do(t, "POST", "/queues/default/matching", form, map[string]string{"Accept": "application/json"})
+		wantStatus(t, "POST matching", r, 200)
+		var d matchingData
+		if err := json.Unmarshal([]byte(r.body), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.Next == "" {
+			return d, batches
+		}
+		form.Set("cursor", d.Next)
+		form.Set("changed", strconv.Itoa(d.Changed))
+		form.Set("read", strconv.Itoa(d.Read))
+		form.Set("failed", strconv.Itoa(d.Failed))
 	}
 }
 
@@ -434,26 +439,8 @@ func TestEveryMatchRemovingFromReady(t *testing.T) {
 			}
 			form := url.Values{"state": {"ready"}, "do": {tc.do}, "type": {"drop"},
 				"count": {strconv.FormatInt(c.Count, 10)}, "token": {c.Token}}
-			for batches := 1; ; batches++ {
-				if batches > 20 {
-					t.Fatal("more than 20 batches")
-				}
-				r := b.do(t, "POST", "/queues/default/matching", form, map[string]string{"Accept": "application/json"})
-				wantStatus(t, "POST matching", r, 200)
-				var d matchingData
-				if err := json.Unmarshal([]byte(r.body), &d); err != nil {
-					t.Fatal(err)
-				}
-				if d.Next == "" {
-					if d.Changed != len(match) || d.Failed != 0 {
-						t.Errorf("every match done: changed %d, failed %d; want %d, 0", d.Changed, d.Failed, len(match))
-					}
-					break
-				}
-				form.Set("cursor", d.Next)
-				form.Set("changed", strconv.Itoa(d.Changed))
-				form.Set("read", strconv.Itoa(d.Read))
-				form.Set("failed", strconv.Itoa(d.Failed))
+			if d, _ := b.everyMatch(t, form, 20); d.Changed != len(match) || d.Failed != 0 {
+				t.Errorf("every match done: changed %d, failed %d; want %d, 0", d.Changed, d.Failed, len(match))
 			}
 			for _, id := range match {
 				if got := b.state(t, "default", id); got == queue.StateReady {
