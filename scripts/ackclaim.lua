@@ -60,8 +60,9 @@ local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[
   prefix = prefix, stats = ARGV[2], retention = tonumber(ARGV[3]), retention_s = ARGV[3], done_max = tonumber(ARGV[4]),
   dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), wakes = KEYS[8], track = {limit = KEYS[7]}}
 local acks = ack_jobs(k, now, ARGV, 14)
+-- The limits as the acks read them, if they did (a keyed job's): the acks change none.
 local out, limit, conc = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
-  tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev)
+  tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev, k.track.l)
 wake_freed(KEYS[7], active, KEYS[3], KEYS[8], k.freed, #out, now, conc)
 write_events(k.ev)
 if ARGV[12] ~= '' then

@@ -112,15 +112,15 @@ end
 -- as read (pop_keyed turns the first two into whether the keys' leases are kept and
 -- whether some key has its own limits: key_flags), g.kdef the keys' default limits
 -- (field key). An unlimited queue costs one HMGET of a missing
--- key.
+-- key, or none when the caller read the fields already (l: limit_fields's reply).
 -- Concurrency counts unexpired leases (ZCOUNT of deadlines after now), never a counter: a
 -- dead worker's slots come back at its lease deadline, with nothing to repair or drift.
 -- Rate is GCRA (the generic cell rate algorithm): one stored time, tat; a start is allowed
 -- while tat - burst*tau <= now, and each moves tat on by tau. That is a token bucket of
 -- size burst refilled one token per tau, exact, with no counter to drift and no window
 -- edge to double up on: at most rate + burst - 1 starts in any window of one period.
-local function limit_room(limit, active, n, now, now_us)
-  local l = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'ktrack', 'key', 'kown', 'kflags')
+local function limit_room(limit, active, n, now, now_us, l)
+  l = l or limit_fields(limit)
   -- ktrack and kown as read: pop_keyed makes them booleans (key_flags).
   local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6], kdef = l[7], kown = l[8], kflags = l[9]}
   if g.conc > 0 then
@@ -188,7 +188,7 @@ end
 -- Keyed and unkeyed jobs share the claim: while both wait, half of it goes to the due
 -- keys (one job of a claim of one: every other microsecond, by Redis's clock), the rest
 -- to ready, and either takes what the other leaves. A queue without keyed jobs pays one
--- ZRANGEBYSCORE of a missing key.
+-- ZCARD of a missing key (due_keys).
 -- Returns the claimed jobs, one array per job: the job's hash as a flat field/value array
 -- (HGETALL, read before this claim's writes) followed by four values: its ID, its new
 -- attempt, k, and its start (us: now, or under a rate its token's instant, at most
@@ -198,16 +198,17 @@ end
 -- paused. The claim also sets state, started_at (now) and worker, which the caller knows.
 -- Each claimed job gets a 'started' event in the call's events buffer ev (see event_buf;
 -- the caller writes it, after the RPOPs: the first writes). The rates' tokens are taken
--- after the RPOPs too, one per job claimed (a stale ID dropped takes none).
-local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, worker, token, now, now_us, ev)
+-- after the RPOPs too, one per job claimed (a stale ID dropped takes none). l: the
+-- limits' fields as the caller read them in this call (limit_fields), or nil.
+local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, worker, token, now, now_us, ev, l)
   if n <= 0 or redis.call('EXISTS', paused) == 1 then return {}, {0, 0, 0, 0} end
-  local g = limit_room(limit, active, n, now, now_us)
+  local g = limit_room(limit, active, n, now, now_us, l)
   local base = key_base(prefix)
   local ring = base .. 'keys'
   local ids, keyof, recs = {}, {}, nil
   if g.n > 0 then
-    local due = redis.call('ZRANGEBYSCORE', ring, '-inf', now_us, 'LIMIT', 0, g.n + 16)
-    if #due > 0 then
+    local due = due_keys(ring, now_us, g.n)
+    if due and #due > 0 then
       local share = g.n
       if redis.call('LLEN', ready) > 0 then
         if g.n == 1 then share = now_us % 2 else share = math.ceil(g.n / 2) end
@@ -221,7 +222,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       end
     end
     -- A claim of one that gave its turn to ready and found it empty takes a key's job.
-    if #ids == 0 and #due > 0 and not recs then
+    if #ids == 0 and due and #due > 0 and not recs then
       recs = pop_keyed(g, limit, active, base, due, g.n, now, now_us, ids, keyof)
     end
   end

@@ -62,13 +62,22 @@ local function key_flags(limit, ktrack, kown, kflags)
   return ktrack == '1', kown == '1'
 end
 
+-- limit_fields reads the fields of the queue's limits HASH (jobs:{q}:limit) that claims
+-- and acks use, in this order: concurrency, rate, period_ms, burst, tat, ktrack, key
+-- (the keys' default limits), kown, kflags (see limit.lua).
+local function limit_fields(limit)
+  return redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst', 'tat', 'ktrack', 'key', 'kown',
+    'kflags')
+end
+
 -- key_tracked says whether the keys' leases are kept (key_flags). track: {limit =
 -- jobs:{q}:limit}, one per script call: the flags are read once, at the call's first
--- keyed job.
+-- keyed job, with the other limits (limit_fields, kept in track.l: an ack's claim after
+-- it, ackclaim.lua, reads them there instead of again: nothing the ack does changes them).
 local function key_tracked(track)
   if track.on == nil then
-    local f = redis.call('HMGET', track.limit, 'ktrack', 'kflags')
-    track.on = key_flags(track.limit, f[1], nil, f[2])
+    track.l = limit_fields(track.limit)
+    track.on = key_flags(track.limit, track.l[6], nil, track.l[9])
   end
   return track.on
 end
@@ -117,15 +126,55 @@ end
 
 -- key_quantum is how many jobs a due key may give a claim (when it has them and its
 -- limits allow) even when more keys are due than the claim has jobs to give each one:
--- a claim of n then serves about n/4 keys, not n. Each key served costs Redis about 3 us
--- (its RPOP, its new place in the ring, a look at its list): taken one job a key, that
--- made keyed jobs over 1,000 keys 0.8x the throughput of unkeyed ones, taken four at a
--- time about 0.9x (BenchmarkAckClaimKeys). Fairness is kept at the grain of four jobs:
--- every due key is served in turn, each as much, and a key with fewer jobs (the issue's
--- case: B's one job beside A's 100,000) is served in the first claim as before; with K
--- keys due, a key's turn comes within about 4K/n claims instead of K/n.
-local function key_quantum()
-  return 4
+-- a claim of n then serves about n/q keys, not n. waiting: the keys with ready jobs (the
+-- ring's size). Each key served costs Redis about as much as two or three jobs (its
+-- RPOP, its new place in the ring, a look at its list, the Lua around them): taken one
+-- job a key, keyed jobs over 1,000 keys ran at 0.8x the throughput of unkeyed ones.
+-- The quantum is 4 up to 256 keys waiting, then grows with them (one more job a key per
+-- 64 keys) up to 16 from 961 keys: over 1,000 keys a claim of 100 serves about 7 keys
+-- instead of 25, and a claim of 10 one instead of 3 (BENCHMARKS.md, keyed row).
+-- Fairness is kept at the grain of q jobs: every due key is served in turn, each as
+-- much, and a key with fewer jobs (the issue's case: B's one job beside A's 100,000) is
+-- served in the first claim as before; with K keys due, a key's turn comes within about
+-- qK/n claims (K/n with one job a key), at most 16K/n.
+local function key_quantum(waiting)
+  return math.min(16, math.max(4, math.ceil(waiting / 64)))
+end
+
+-- due_keys fetches the keys of ring due now (us), oldest first, for a claim of up to n
+-- keyed jobs: a first look takes about n/q of them (q: key_quantum), enough when each
+-- has q jobs (one ZRANGEBYSCORE of a few keys, not of n); pop_keyed takes more
+-- (due_more) only when they ran short. Returns them as an array with: q; waiting (the
+-- ring's size); full, true when more keys may be due after them; nil when the ring is
+-- empty (no keyed job waits).
+local function due_keys(ring, now_us, n)
+  local waiting = redis.call('ZCARD', ring)
+  if waiting == 0 then return nil end
+  local q = key_quantum(waiting)
+  local ask = math.ceil(n / q) + 2
+  local due = redis.call('ZRANGEBYSCORE', ring, '-inf', now_us, 'LIMIT', 0, ask)
+  due.q, due.waiting, due.full = q, waiting, #due == ask
+  return due
+end
+
+-- due_more appends to due (from due_keys) the next keys due now, up to left + 16 of them
+-- (as many as a claim of left jobs could serve one job each), when more may be due.
+-- Returns how many it appended.
+local function due_more(ring, due, now_us, left)
+  if not due.full then return 0 end
+  local ask = left + 16
+  local more = redis.call('ZRANGEBYSCORE', ring, '-inf', now_us, 'LIMIT', #due, ask)
+  for _, k in ipairs(more) do due[#due + 1] = k end
+  due.full = #more == ask
+  return #more
+end
+
+-- due_left is how many keys may be due from due's i-th on: all of them are in due unless
+-- it is full, and then at most the ring's keys (waiting) from the i-th on. A key's share
+-- of a claim is what is left divided by it (pop_keyed).
+local function due_left(due, i)
+  if due.full then return math.max(due.waiting - i + 1, #due - i + 1) end
+  return #due - i + 1
 end
 
 -- key_spec parses a key limit as limit.lua stores it: "concurrency rate period_ms burst",
@@ -137,9 +186,20 @@ local function key_spec(s)
   return {conc = tonumber(c), rate = tonumber(r), period = tonumber(p), burst = math.max(tonumber(b), 1)}
 end
 
--- pop_keyed pops up to want job IDs from the due keys (ring order), each key giving its
--- share of what is left (round-robin), at least key_quantum() of them (fewer when it has
--- fewer, or want is met), and at most what its limits allow now: its
+-- key_specs reads the own limits of due's keys from the from-th on (the limits HASH's
+-- fields 'key:'..K) into specs at the same places (false: none).
+local function key_specs(limit, due, from, specs)
+  local fields = {}
+  for i = from, #due do fields[#fields + 1] = 'key:' .. due[i] end
+  if #fields == 0 then return end
+  local got = redis.call('HMGET', limit, unpack(fields))
+  for j, v in ipairs(got) do specs[from + j - 1] = v end
+end
+
+-- pop_keyed pops up to want job IDs from the due keys (ring order: due, from due_keys,
+-- extended by due_more when its keys run short), each key giving its share of what is
+-- left (round-robin), at least due.q of them (key_quantum; fewer when it has fewer, or
+-- want is met), and at most what its limits allow now: its
 -- concurrency counts its unexpired leases, its rate is GCRA as the queue's (limit_room),
 -- its tokens due within rate_ahead() claimed ahead when the queue has no rate.
 -- limit: the queue's limits HASH ('key:'..K a key's own limits, read only while g.kown);
@@ -160,23 +220,26 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
   end
   -- The keys' own limits, when some key has one (the field kown, see limit.lua).
   local specs = {}
-  if g.kown then
-    local fields = {}
-    for i, k in ipairs(due) do fields[i] = 'key:' .. k end
-    specs = redis.call('HMGET', limit, unpack(fields))
-  end
+  if g.kown then key_specs(limit, due, 1, specs) end
   local default = key_spec(g.kdef)
-  local recs, n, counts = {}, #ids, {}
-  for i, k in ipairs(due) do
+  local recs, n, counts, i = {}, #ids, {}, 0
+  while true do
     local left = want - n
     if left <= 0 then break end
+    i = i + 1
+    if i > #due then
+      -- The keys looked at ran short (some had fewer than their share): look further.
+      if due_more(base .. 'keys', due, now_us, left) == 0 then break end
+      if g.kown then key_specs(limit, due, i, specs) end
+    end
+    local k = due[i]
     local sp = default
     if specs[i] then sp = key_spec(specs[i]) or default end
     local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0}
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
     if g.ktrack then r.act, r.ids = base .. 'kactive:' .. k, {} end
-    local room = math.max(math.ceil(left / (#due - i + 1)), math.min(key_quantum(), left))
+    local room = math.max(math.ceil(left / due_left(due, i)), math.min(due.q, left))
     if sp and sp.conc > 0 and r.act then
       -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
       g.running = g.running or redis.call('ZCARD', active)
