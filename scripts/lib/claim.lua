@@ -194,7 +194,8 @@ end
 -- attempt, k, and its start (us: now, or under a rate its token's instant, at most
 -- rate_ahead from now: the worker starts it then; started_at is the same in ms); the limit part of the reply (limit_reply); and the
 -- queue's concurrency limit as read (0: none; nil when nothing was claimed for n = 0 or a
--- paused queue), for wake_freed. Nothing while the queue is
+-- paused queue) and, under one, the unexpired leases after the claim, for wake_freed.
+-- Nothing while the queue is
 -- paused. The claim also sets state, started_at (now) and worker, which the caller knows.
 -- Each claimed job gets a 'started' event in the call's events buffer ev (see event_buf;
 -- the caller writes it, after the RPOPs: the first writes). The rates' tokens are taken
@@ -265,8 +266,13 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
         -- allows after this one (20ms apart under a 25ms key rate).
         r.next_tat = math.max(r.next_tat or r.base, start) + r.tau
       end
+      -- Formatted only when its millisecond is not now's: under a fast rate, most jobs of a
+      -- claim start a few microseconds apart, within now's millisecond.
       local started = now_s
-      if start ~= now_us then started = string.format('%d', math.floor(start / 1000)) end
+      if start ~= now_us then
+        local ms = math.floor(start / 1000)
+        if ms ~= now then started = string.format('%d', ms) end
+      end
       local att = attempts[attempt]
       if not att then att = string.format('%d', attempt); attempts[attempt] = att end
       redis.call('HSET', key, 'attempt', att, 'state', 'active', 'started_at', started,
@@ -293,7 +299,11 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- Every key left is held back by its own limits: say until when.
     if redis.call('LLEN', ready) == 0 and redis.call('EXISTS', ring) == 1 then g.why = 3 end
   end
-  return out, limit_reply(g, ready, active, ring, #out, now, now_us), g.conc
+  -- Unexpired leases after the claim, with a concurrency limit: those it counted (after
+  -- any acks of the same call) and the jobs it leased.
+  local running
+  if g.running and g.conc > 0 then running = g.running + #out end
+  return out, limit_reply(g, ready, active, ring, #out, now, now_us), g.conc, running
 end
 
 -- wake_freed wakes workers waiting on the queue's concurrency limit after a script freed
@@ -304,12 +314,14 @@ end
 -- jobs:{q}:limit; freed: slots this script freed; taken: jobs it claimed after freeing
 -- them (ackclaim); now in ms. Jobs wait in ready or under a key (jobs:{q}:keys, named
 -- from limit's name). Nothing for a queue without a concurrency limit (one HGET, or none
--- when the caller read the limit already: conc, 0 for none; nil: read it here).
-local function wake_freed(limit, active, ready, wakes, freed, taken, now, conc)
+-- when the caller read the limit already: conc, 0 for none; nil: read it here). running:
+-- the unexpired leases now, when a claim of the same call counted them (claim_jobs's
+-- fourth reply), else nil: counted here.
+local function wake_freed(limit, active, ready, wakes, freed, taken, now, conc, running)
   if freed <= 0 then return end
   if conc == nil then conc = tonumber(redis.call('HGET', limit, 'concurrency')) end
   if not conc or conc <= 0 then return end
-  local free = conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
+  local free = conc - (running or redis.call('ZCOUNT', active, '(' .. now, '+inf'))
   if free + taken - freed > 0 then return end
   if redis.call('LLEN', ready) == 0 and redis.call('EXISTS', string.sub(limit, 1, -6) .. 'keys') == 0 then return end
   wake(wakes, math.min(freed, free), 'r')
