@@ -359,3 +359,89 @@ func TestKeyLimitsStoredBeforeTheFlags(t *testing.T) {
 		t.Errorf("limits hash after removing every limit: %v", c.rdb.HGetAll(ctx, qk.limit).Val())
 	}
 }
+
+// enqueueKeyed enqueues perKey jobs under each of keys limit keys k0, k1, ..., one batch.
+func enqueueKeyed(t *testing.T, c *Client, keys, perKey int) {
+	t.Helper()
+	batch := make([]BatchJob, 0, keys*perKey)
+	for k := range keys {
+		for range perKey {
+			batch = append(batch, BatchJob{Type: "t", Options: []Option{LimitKey(fmt.Sprint("k", k))}})
+		}
+	}
+	if _, err := c.EnqueueBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The quantum grows with the keys waiting (key_quantum in scripts/lib): 4 up to 256 keys,
+// then one more job a key per 64 keys, at most 16. A claim of 100 serves keys of q jobs
+// each (the last one what is left), and every key has its turn before any key comes round
+// again.
+func TestKeyQuantumGrowsWithKeysWaiting(t *testing.T) {
+	for _, tc := range []struct{ keys, q int }{{256, 4}, {300, 5}, {1000, 16}, {2000, 16}} {
+		t.Run(fmt.Sprint(tc.keys), func(t *testing.T) {
+			c := setup(t, Config{}) // parallel
+			enqueueKeyed(t, c, tc.keys, tc.q+2)
+			served := map[string]int{} // key -> the claim that served it
+			for claim := 0; len(served) < tc.keys; claim++ {
+				jobs, _ := claimLimited(t, c, "default", 100)
+				if len(jobs) != 100 {
+					t.Fatalf("claim %d = %d jobs, want 100", claim, len(jobs))
+				}
+				per := map[string]int{}
+				for _, j := range jobs {
+					per[j.LimitKey]++
+				}
+				short, fresh := 0, 0
+				for k, n := range per {
+					if n > tc.q {
+						t.Fatalf("claim %d took %d jobs of key %s, want at most the quantum %d", claim, n, k, tc.q)
+					}
+					if n < tc.q {
+						short++
+					}
+					if _, ok := served[k]; !ok {
+						fresh++
+					}
+				}
+				// A key comes round again only in the claim that gives the last keys their turn.
+				for k := range per {
+					if at, ok := served[k]; ok && len(served)+fresh < tc.keys {
+						t.Fatalf("key %s served in claims %d and %d before every key had its turn (%d of %d)",
+							k, at, claim, len(served)+fresh, tc.keys)
+					}
+					served[k] = claim
+				}
+				if want := (100 + tc.q - 1) / tc.q; claim == 0 && (len(per) != want || short > 1) {
+					t.Errorf("first claim served %d keys, %d short of %d jobs: %v; want %d keys", len(per), short, tc.q, per, want)
+				}
+			}
+		})
+	}
+}
+
+// A claim looks at about n/q due keys first; when they run short (keys of one job each),
+// it looks further, and still takes all it asked for, one job a key, oldest keys first.
+func TestKeyClaimLooksFurtherWhenKeysRunShort(t *testing.T) {
+	c := setup(t, Config{})
+	enqueueKeyed(t, c, 1000, 1)
+	qk := c.keys.queue("default")
+	first := c.rdb.ZRange(ctx, qk.ring, 0, 99).Val()
+	jobs, _ := claimLimited(t, c, "default", 100)
+	got := map[string]bool{}
+	for _, j := range jobs {
+		got[j.LimitKey] = true
+	}
+	if len(jobs) != 100 || len(got) != 100 {
+		t.Fatalf("claim of 100 over 1,000 keys of one job = %d jobs of %d keys; want 100 of 100", len(jobs), len(got))
+	}
+	for _, k := range first {
+		if !got[k] {
+			t.Fatalf("key %s, among the 100 first in the ring, not served: %v", k, got)
+		}
+	}
+	if n := c.rdb.ZCard(ctx, qk.ring).Val(); n != 900 {
+		t.Errorf("ring = %d keys after the claim, want 900 (the served keys ran dry)", n)
+	}
+}
