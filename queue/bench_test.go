@@ -316,49 +316,58 @@ func BenchmarkAckClaimLimits(b *testing.B) {
 	}
 }
 
-// BenchmarkAckClaimKeys is BenchmarkAckClaimLimits's round (ack 100, claim 100, one call)
-// under limits that never bind (concurrency 10,000, rate 1,000,000/s, key concurrency
-// 10,000), with the jobs spread over 0 (no limit key), 10 or 1,000 limit keys (10 jobs
-// each, refilled): what keyed jobs cost a busy worker. redis-us/job is Redis's own CPU time per job (INFO cpu, the
-// refills left out), which other work on the machine disturbs less than ns/op.
+// BenchmarkAckClaimKeys is BenchmarkAckClaimLimits's round (ack n, claim n, one call;
+// n = 100, and 10 as a worker of concurrency 10 claims) under limits that never bind
+// (concurrency 10,000, rate 1,000,000/s, key concurrency 10,000), with the jobs spread
+// over 0 (no limit key), 10 or 1,000 limit keys (30 jobs each, refilled), and, as the
+// reference, unkeyed jobs without limits ("none"): what keyed jobs cost a busy worker.
+// redis-us/job is Redis's own CPU time per job (INFO cpu, the refills left out), which
+// other work on the machine disturbs less than ns/op.
 func BenchmarkAckClaimKeys(b *testing.B) {
-	const batch = 100
-	for _, keys := range []int{0, 10, 1000} {
-		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			c := benchClient(b)
-			l := Limit{Concurrency: 10_000, Rate: 1_000_000, Period: time.Second, Burst: 1000, KeyConcurrency: 10_000}
-			if err := c.SetLimit(ctx, "default", l); err != nil {
-				b.Fatal(err)
+	for _, batch := range []int{100, 10} {
+		for _, keys := range []int{-1, 0, 10, 1000} {
+			name := fmt.Sprintf("keys=%d", keys)
+			if keys < 0 {
+				name = "none"
 			}
-			refill := make([]BatchJob, 10_000)
-			for i := range refill {
-				refill[i] = BatchJob{Type: "bench", Payload: payload100}
-				if keys > 0 {
-					refill[i].Options = []Option{LimitKey(fmt.Sprint("k", i%keys))}
-				}
-			}
-			var held []*Job
-			ready := 0
-			var refills time.Duration
-			start := redisCPU(b, c)
-			for b.Loop() {
-				if ready < batch {
-					b.StopTimer()
-					before := redisCPU(b, c)
-					if _, err := c.EnqueueBatch(ctx, refill); err != nil {
+			b.Run(fmt.Sprintf("batch=%d/%s", batch, name), func(b *testing.B) {
+				c := benchClient(b)
+				if keys >= 0 {
+					l := Limit{Concurrency: 10_000, Rate: 1_000_000, Period: time.Second, Burst: 1000, KeyConcurrency: 10_000}
+					if err := c.SetLimit(ctx, "default", l); err != nil {
 						b.Fatal(err)
 					}
-					refills += redisCPU(b, c) - before
-					ready += len(refill)
-					b.StartTimer()
 				}
-				held = limitedRound(b, c, held, batch)
-				ready -= len(held)
-			}
-			cpu := redisCPU(b, c) - start - refills
-			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*batch), "redis-us/job")
-		})
+				refill := make([]BatchJob, 30_000)
+				for i := range refill {
+					refill[i] = BatchJob{Type: "bench", Payload: payload100}
+					if keys > 0 {
+						refill[i].Options = []Option{LimitKey(fmt.Sprint("k", i%keys))}
+					}
+				}
+				var held []*Job
+				ready := 0
+				var refills time.Duration
+				start := redisCPU(b, c)
+				for b.Loop() {
+					if ready < batch {
+						b.StopTimer()
+						before := redisCPU(b, c)
+						if _, err := c.EnqueueBatch(ctx, refill); err != nil {
+							b.Fatal(err)
+						}
+						refills += redisCPU(b, c) - before
+						ready += len(refill)
+						b.StartTimer()
+					}
+					held = limitedRound(b, c, held, batch)
+					ready -= len(held)
+				}
+				cpu := redisCPU(b, c) - start - refills
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*batch), "redis-us/job")
+			})
+		}
 	}
 }
 

@@ -445,3 +445,25 @@ func TestKeyClaimLooksFurtherWhenKeysRunShort(t *testing.T) {
 		t.Errorf("ring = %d keys after the claim, want 900 (the served keys ran dry)", n)
 	}
 }
+
+// A claim takes all it asks for while a due key has jobs its limits let go: a key whose
+// share was cut short by a later key with fewer jobs gives more once every key had its
+// turn (before, A gave its half, B its one job, and the claim took 51 of 100).
+func TestKeyClaimFilledByKeysWithMoreJobs(t *testing.T) {
+	c := setup(t, Config{})
+	enqueueN(t, c, 100, LimitKey("A"))
+	b := enqueueN(t, c, 1, LimitKey("B"))[0]
+	jobs, lim := claimLimited(t, c, "default", 100)
+	per := map[string]int{}
+	gotB := false
+	for _, j := range jobs {
+		per[j.LimitKey]++
+		gotB = gotB || j.ID == b
+	}
+	if len(jobs) != 100 || !gotB || lim.By != "" {
+		t.Fatalf("claim of 100 over A (100 jobs) and B (1) = %v, B's job %v, %+v; want A 99, B 1, no limit met", per, gotB, lim)
+	}
+	if n := c.rdb.LLen(ctx, c.keys.queue("default").base+"kready:A").Val(); n != 1 {
+		t.Errorf("A's list holds %d jobs after the claim, want 1", n)
+	}
+}

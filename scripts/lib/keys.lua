@@ -127,12 +127,13 @@ end
 -- key_quantum is how many jobs a due key may give a claim (when it has them and its
 -- limits allow) even when more keys are due than the claim has jobs to give each one:
 -- a claim of n then serves about n/q keys, not n. waiting: the keys with ready jobs (the
--- ring's size). Each key served costs Redis about as much as two or three jobs (its
--- RPOP, its new place in the ring, a look at its list, the Lua around them): taken one
--- job a key, keyed jobs over 1,000 keys ran at 0.8x the throughput of unkeyed ones.
--- The quantum is 4 up to 256 keys waiting, then grows with them (one more job a key per
--- 64 keys) up to 16 from 961 keys: over 1,000 keys a claim of 100 serves about 7 keys
--- instead of 25, and a claim of 10 one instead of 3 (BENCHMARKS.md, keyed row).
+-- ring's size). Each key served costs Redis about a fifth of what a job costs it (its
+-- RPOP, its new place in the ring, a look at its list, the Lua around them: about
+-- 25,000 instructions under callgrind, a job about 140,000): taken one job a key, keyed
+-- jobs over 1,000 keys ran at 0.8x the throughput of unkeyed ones. The quantum is 4 up
+-- to 256 keys waiting, then grows with them (one more job a key per 64 keys) up to 16
+-- from 961 keys: over 1,000 keys a claim of 100 serves about 7 keys instead of 25, and a
+-- claim of 10 one instead of 3 (BENCHMARKS.md, keyed jobs).
 -- Fairness is kept at the grain of q jobs: every due key is served in turn, each as
 -- much, and a key with fewer jobs (the issue's case: B's one job beside A's 100,000) is
 -- served in the first claim as before; with K keys due, a key's turn comes within about
@@ -194,6 +195,36 @@ local function key_specs(limit, due, from, specs)
   if #fields == 0 then return end
   local got = redis.call('HMGET', limit, unpack(fields))
   for j, v in ipairs(got) do specs[from + j - 1] = v end
+end
+
+-- key_pop pops up to room more job IDs of key record r (pop_keyed's), oldest first, onto
+-- ids (n of them so far) and keyof; r.room and r.popped count what the key was asked for
+-- and gave (a key that gave less than it was asked for ran dry: key_claimed). counts:
+-- the claim's cache of counts formatted. Returns the new n.
+local function key_pop(r, room, ids, keyof, n, counts)
+  if room <= 0 then return n end
+  r.room = r.room + room
+  if room == 1 then
+    -- RPOP without a count returns the ID itself: no array to build, about half the
+    -- cost of a call with one (a claim over many keys takes one job of each).
+    local id = redis.call('RPOP', r.list)
+    if id then
+      r.popped, n = r.popped + 1, n + 1
+      ids[n], keyof[n] = id, r
+    end
+    return n
+  end
+  -- The count as a string: Redis would format a number with a slow printf.
+  counts[room] = counts[room] or string.format('%d', room)
+  local got = redis.call('RPOP', r.list, counts[room])
+  if got then
+    r.popped = r.popped + #got
+    for _, id in ipairs(got) do
+      n = n + 1
+      ids[n], keyof[n] = id, r
+    end
+  end
+  return n
 end
 
 -- pop_keyed pops up to want job IDs from the due keys (ring order: due, from due_keys,
@@ -261,28 +292,24 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
       r.tokens = math.floor((now_us + r.ahead + sp.burst * r.tau - r.base) / r.tau)
       room = math.min(room, math.max(r.tokens, 0))
     end
-    r.room = room
-    if room == 1 then
-      -- RPOP without a count returns the ID itself: no array to build, about half the
-      -- cost of a call with one (a claim over many keys takes one job of each).
-      local id = redis.call('RPOP', r.list)
-      if id then
-        r.popped, n = 1, n + 1
-        ids[n], keyof[n] = id, r
-      end
-    elseif room > 1 then
-      -- The count as a string: Redis would format a number with a slow printf.
-      counts[room] = counts[room] or string.format('%d', room)
-      local got = redis.call('RPOP', r.list, counts[room])
-      if got then
-        r.popped = #got
-        for _, id in ipairs(got) do
-          n = n + 1
-          ids[n], keyof[n] = id, r
-        end
-      end
-    end
+    n = key_pop(r, room, ids, keyof, n, counts)
     recs[#recs + 1] = r
+  end
+  -- Every due key had its turn and the claim is still short (a key's share was its
+  -- quantum, and keys after it had fewer jobs): the keys that gave all they were asked
+  -- for (they may have more) give more, in the same order, each what is left at most
+  -- and what its limits allow, so a claim takes all it asks for while a due key has jobs
+  -- its limits let go (one more RPOP a key at most).
+  if want - n > 0 then
+    for _, r in ipairs(recs) do
+      local left = want - n
+      if left <= 0 then break end
+      local room = 0
+      if r.room > 0 and r.popped == r.room then room = left end
+      if r.free then room = math.min(room, r.free - r.popped) end
+      if r.tokens then room = math.min(room, r.tokens - r.popped) end
+      n = key_pop(r, room, ids, keyof, n, counts)
+    end
   end
   return recs
 end
