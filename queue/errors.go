@@ -73,12 +73,7 @@ func outcome(ctx context.Context, op string, err error) error {
 	if notSent(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
-		// go-redis sets the connection's read deadline to ctx's: its i/o timeout can come
-		// a moment before ctx's own timer marks ctx done.
-		cerr = context.DeadlineExceeded
-	}
+	cerr := ctxEnded(ctx)
 	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%s: %w: %w (%w)", op, ErrUncertain, cerr, err)
 	}
@@ -92,4 +87,18 @@ func notSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &re) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
 		errors.As(err, &op) && op.Op == "dial"
+}
+
+// ctxEnded is ctx's error when ctx has ended, or context.DeadlineExceeded when its
+// deadline has passed and its timer has not marked it done yet: go-redis sets the
+// connection's read deadline to ctx's (ContextTimeoutEnabled), so its i/o timeout can come
+// that moment before ctx.Err does. nil while ctx runs.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
