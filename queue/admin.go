@@ -441,26 +441,32 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 			return nil, err
 		}
 	}
-	// MULTI/EXEC: each queue's counts are one snapshot (a job moving between two of its
-	// states while the counts are read would otherwise be counted in neither, or twice).
-	// A queue's keys share a slot; on a cluster go-redis runs one MULTI per slot. The
-	// keys' lists are counted after it, outside the snapshot.
-	pipe := c.rdb.TxPipeline()
-	type cmds struct{ ready, scheduled, active, retry, dead, waiting, keys *redis.IntCmd }
-	cs := make([]cmds, len(queues))
+	// One read-only script per queue (depths.lua), pipelined: each queue's counts are one
+	// snapshot, and unlike a MULTI it runs on a Redis over maxmemory. The keys' lists are
+	// counted after it, outside the snapshot.
+	calls := make([]*scriptCall, len(queues))
 	for i, q := range queues {
 		k := c.keys.queue(q)
-		cs[i] = cmds{pipe.LLen(ctx, k.ready), pipe.ZCard(ctx, k.scheduled), pipe.ZCard(ctx, k.active),
-			pipe.ZCard(ctx, k.retry), pipe.ZCard(ctx, k.dead), pipe.ZCard(ctx, k.waiting), pipe.ZCard(ctx, k.ring)}
+		calls[i] = &scriptCall{script: scripts.Depths, keys: []string{k.ready, k.scheduled, k.active, k.retry, k.dead, k.waiting, k.ring}}
 	}
-	if len(queues) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("depths: %w", err)
+	if len(calls) > 0 {
+		c.runScripts(ctx, nil, calls)
+	}
+	type counts struct{ ready, scheduled, active, retry, dead, waiting, keys int64 }
+	cs := make([]counts, len(queues))
+	for i, call := range calls {
+		v, err := call.cmd.Int64Slice()
+		if err != nil {
+			return nil, fmt.Errorf("depths of %s: %w", queues[i], err)
 		}
+		if len(v) != 7 {
+			return nil, fmt.Errorf("depths of %s: %w", queues[i], errBadReply)
+		}
+		cs[i] = counts{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}
 	}
 	var keyed []string
 	for i, q := range queues {
-		if cs[i].keys.Val() > 0 {
+		if cs[i].keys > 0 {
 			keyed = append(keyed, q)
 		}
 	}
@@ -477,8 +483,8 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 	out := make(map[string]map[State]int64, len(queues))
 	for i, q := range queues {
 		x := cs[i]
-		out[q] = map[State]int64{StateReady: x.ready.Val() + keyedReady[q], StateScheduled: x.scheduled.Val(),
-			StateActive: x.active.Val(), StateRetry: x.retry.Val(), StateDead: x.dead.Val(), StateWaiting: x.waiting.Val()}
+		out[q] = map[State]int64{StateReady: x.ready + keyedReady[q], StateScheduled: x.scheduled,
+			StateActive: x.active, StateRetry: x.retry, StateDead: x.dead, StateWaiting: x.waiting}
 	}
 	return out, nil
 }

@@ -70,6 +70,8 @@ var (
 	// Limit sets or removes a queue's limits; Limits reads them (and changes nothing).
 	Limit  = load("limit.lua")
 	Limits = load("limits.lua")
+	// Depths counts a queue's jobs in each state (and changes nothing).
+	Depths = load("depths.lua")
 	// Audit appends an operator's action to the audit log; it moves no job.
 	Audit = load("audit.lua")
 
@@ -81,7 +83,7 @@ var (
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
-	Delete, Link, Resolve, Batch, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
+	Delete, Link, Resolve, Batch, Metrics, Pause, Limit, Limits, Depths, Audit, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's
