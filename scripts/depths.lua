@@ -13,7 +13,7 @@
 -- KEYS[5]  jobs:{q}:dead       ZSET
 -- KEYS[6]  jobs:{q}:waiting    ZSET
 -- KEYS[7]  jobs:{q}:keys       ZSET  the ring of limit keys with jobs ready
--- ARGV     none
+-- ARGV[]   none
 -- Returns  {ready, scheduled, active, retry, dead, waiting, keys}: LLEN and ZCARDs.
 -- Clock    none.
 -- Invariant read only.
