@@ -1,5 +1,5 @@
 -- depths: counts a queue's jobs in each waiting or running state, in one step
--- (Client.Depths: `jobs stats`, the worker's jobs_queue_depth). Changes nothing; a script
+-- (Client.Depths: the worker's jobs_queue_depth, jobstest.Drain). Changes nothing; a script
 -- so that the counts are one snapshot (a job moving between two states while they are
 -- read would otherwise be counted in neither, or twice) without MULTI: Redis 7 refuses
 -- every command queued in a MULTI while it is over maxmemory, while a script that writes
