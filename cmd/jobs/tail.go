@@ -134,8 +134,8 @@ func followEvents(c *cli.Context, e *env, client *queue.Client, queues []string,
 			return nil // interrupted: the normal end of a tail
 		case errors.Is(failed, queue.ErrEventsGap), errors.Is(failed, queue.ErrInvalid):
 			return failed
-		case first && failed != nil && !isRedisFailure(failed):
-			return failed // nothing to follow yet, say: a retry would not change it
+		case first && !isRedisFailure(failed):
+			return failed // not a Redis failure (no queue to follow yet): a retry would not change it
 		}
 		if !outage {
 			fmt.Fprintf(e.stderr, "jobs: tail: %s (retrying, resuming after the last event read)\n", oneLine(failed.Error()))
