@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"bytes"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -270,5 +272,61 @@ func TestClusterHandedJobPoppedLateIsKept(t *testing.T) {
 			t.Fatalf("claims = %v; want the handed job %s back", jobs, id)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A handed job's hash and the Job its worker gets are those of a claim of one, whatever
+// the payload's size (one piece, several, one large field) and options: the hand-off
+// writes the hash once, already claimed, and builds the hand entry from what it wrote,
+// with nothing read back. The ready list it pushed on and took the job off again is gone.
+func TestHandOffWritesWhatAClaimWrites(t *testing.T) {
+	c := setup(t, Config{DoneRetention: -1})
+	qk := c.keys.queue("default")
+	// Fields a claim sets per call, not from the job: compared by their shape below.
+	perCall := []string{"lease", "started_at", "created_at"}
+	for _, size := range []int{0, 64, 100, 200, 5000} {
+		payload := []byte(strings.Repeat("p", size))
+		for _, opts := range [][]Option{nil, {MaxRetry(3), Timeout(time.Minute)}} {
+			claimedID, err := c.Enqueue(ctx, "t", payload, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed := claimOne(t, c, "default", 30*time.Second, "w1")
+			c.rdb.Del(ctx, qk.wake) // the claimed job's token, which no Wait took
+			w := c.broker().Waiter("w1", 30*time.Second)
+			register(t, c, "default", &w)
+			handedID, err := c.Enqueue(ctx, "t", payload, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, handed, err := c.broker().WaitHanded(ctx, []string{"default"}, time.Second, &w)
+			if err != nil || handed == nil || handed.ID != handedID {
+				t.Fatalf("payload %d, %d options: WaitHanded() = %v, %v; want the handed job", size, len(opts), handed, err)
+			}
+			a, b := c.rdb.HGetAll(ctx, qk.job(claimedID)).Val(), c.rdb.HGetAll(ctx, qk.job(handedID)).Val()
+			for _, f := range perCall {
+				if (a[f] == "") != (b[f] == "") {
+					t.Errorf("payload %d, %d options: field %s claimed %q, handed %q", size, len(opts), f, a[f], b[f])
+				}
+				delete(a, f)
+				delete(b, f)
+			}
+			if !maps.Equal(a, b) {
+				t.Errorf("payload %d, %d options: claimed job's hash %v, handed job's %v; want the same", size, len(opts), a, b)
+			}
+			if !bytes.Equal(handed.Payload, payload) || handed.Type != claimed.Type || handed.MaxRetry != claimed.MaxRetry ||
+				handed.Timeout != claimed.Timeout || handed.Attempt != 1 || handed.Worker != "w1" ||
+				handed.State != StateActive || !handed.CreatedAt.Equal(handed.CreatedAt.Truncate(time.Millisecond)) {
+				t.Errorf("payload %d, %d options: handed %+v, claimed %+v", size, len(opts), handed, claimed)
+			}
+			if n := c.rdb.Exists(ctx, qk.ready, qk.wake).Val(); n != 0 {
+				t.Errorf("payload %d, %d options: ready or wake exists after a hand-off", size, len(opts))
+			}
+			for _, j := range []*Job{claimed, handed} {
+				if err := c.broker().Ack(ctx, j, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
 }
