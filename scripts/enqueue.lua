@@ -10,7 +10,7 @@
 --          jobs:{q}:kready:K (LIST, LPUSH: instead of ready) and jobs:{q}:keys (ZSET, K
 --          added at now unless there: ZADD NX), see the lib's keyed jobs; and for the
 --          hand-off of a lone job (below): jobs:{q}:paused, jobs:{q}:limit, jobs:{q}:keys
---          (EXISTS), jobs:{q}:waiters (ZSET: ZPOPMAX, or DEL when all expired), then as
+--          (EXISTS), jobs:{q}:waiters (ZSET: ZRANGE, then ZREM, or DEL when all expired), then as
 --          claim.lua's claim of one would: jobs:{q}:active (ZADD), the job's hash, and the
 --          waiter's hand list jobs:{q}:hand:<worker> (LIST: LPUSH, PEXPIRE lease)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
@@ -55,7 +55,7 @@
 --          so is a caller-chosen ID whose hash holds this call's nonce.
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
--- Hand-off a one-job call (the short ARGV) whose LPUSH found ready empty, on a queue not
+-- Hand-off a one-job call (the short ARGV) that finds ready empty, on a queue not
 --          paused, without limits and without keyed jobs: when a worker waits on the queue
 --          (registered by its claim, see ackclaim.lua), the job is claimed for it here,
 --          exactly as its own claim of one would (attempt 1, state active, started_at,
@@ -153,16 +153,33 @@ end
 if nargs == 8 then
   local typ, id = ARGV[4], ARGV[7]
   local key = prefix .. id
-  -- A fresh ID that exists is this very call, resent: already enqueued.
-  if redis.call('EXISTS', key) == 1 then return {'1'} end
-  -- The LPUSH is the call's first write (Redis at maxmemory refuses only that one) and
-  -- says whether ready was empty: a busy queue pays nothing for hand-offs.
-  local r = redis.pcall('LPUSH', ready, id)
-  if type(r) == 'table' then return r end
   local base = string.sub(prefix, 1, -5)
-  local waiter = nil
-  if r == 1 then waiter = waiter_pop(base, now) end
+  -- One EXISTS answers both questions the path starts with (a redis.call costs an idle
+  -- Redis about 10 us: one call, not two): the job's key, counted five times, exists (a
+  -- fresh ID that exists is this very call, resent: already enqueued), and whether a
+  -- hand-off is ruled out (at most 4): ready is not empty (a busy queue pays nothing
+  -- for hand-offs), the queue is paused, has limits or keyed jobs (they keep the claim's
+  -- checks).
+  local n = redis.call('EXISTS', key, key, key, key, key, ready, base .. 'paused', base .. 'limit', base .. 'keys')
+  if n >= 5 then return {'1'} end
+  local waiter, lapsed = nil, false
+  if n == 0 then
+    -- The live waiter registered last (ZRANGE's last: the one whose wait ends last),
+    -- read, not popped: the call's first write must be one that Redis at maxmemory
+    -- refuses (it refuses only a script's first), so the waiter is taken out after it.
+    -- When even the last has expired, every registration has: the set goes.
+    local w = redis.call('ZRANGE', base .. 'waiters', -1, -1, 'WITHSCORES')
+    if w[1] then
+      if tonumber(w[2]) < now then lapsed = true else waiter = w[1] end
+    end
+  end
+  local payload = ARGV[8]
+  local size = #payload
+  local created = needs_created(id, true)
   if not waiter then
+    local r = redis.pcall('LPUSH', ready, id)
+    if type(r) == 'table' then return r end
+    if lapsed then redis.call('DEL', base .. 'waiters') end
     r = redis.pcall('LPUSH', wakes, 'r')
     if type(r) == 'table' then
       redis.call('LTRIM', ready, 1, -1)
@@ -177,19 +194,16 @@ if nargs == 8 then
       end
     end
     if r > 192 then redis.call('LTRIM', wakes, 0, 127) end
-  end
-  local payload = ARGV[8]
-  local size = #payload
-  local created = needs_created(id, true)
-  -- The defaults, a payload of at most two pieces and created_at from the ID: no table.
-  if not waiter and ARGV[5] == '' and ARGV[6] == '' and size <= 128 and not created then
-    if size <= 64 then
-      redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', payload)
-    else
-      redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
-        'payload+1', string.sub(payload, 65))
+    -- The defaults, a payload of at most two pieces and created_at from the ID: no table.
+    if ARGV[5] == '' and ARGV[6] == '' and size <= 128 and not created then
+      if size <= 64 then
+        redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', payload)
+      else
+        redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
+          'payload+1', string.sub(payload, 65))
+      end
+      return {'1'}
     end
-    return {'1'}
   end
   -- The job's hash: type, max_retry and timeout_ms unless at their defaults, state,
   -- created_at unless the ID's time is it, the payload.
@@ -213,22 +227,28 @@ if nargs == 8 then
   -- hand list, which expires with the lease: a waiter that died never pops it, and the
   -- reaper recovers the job when its lease expires. Nothing is read back: the hand entry
   -- (the hash as a claim would have read it, see hand_entry) is made from f.
-  redis.call('DEL', ready) -- it held this job alone (the LPUSH found it empty)
   local t1 = string.find(waiter, '\t', 1, true)
   local t2 = string.find(waiter, '\t', t1 + 1, true)
   local lease_ms = string.sub(waiter, 1, t1 - 1)
   local worker = string.sub(waiter, t2 + 1)
   local token = string.sub(waiter, t1 + 1, t2 - 1) .. '.' .. string.format('%d', now_u)
+  local job = {}
+  for k = 1, m do job[k] = f[k] end
+  job[m + 1] = id; job[m + 2] = 1; job[m + 3] = 1; job[m + 4] = now_u
+  local hand = base .. 'hand:' .. worker
+  -- The first write: refused on a full Redis, or a key of the wrong type, with nothing
+  -- written.
+  local r = redis.pcall('LPUSH', hand, hand_entry(token, now_u, job))
+  if type(r) == 'table' then return r end
   if maxlen > 0 then
     local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ ..
       '\t0\t\t\nstarted\t' .. id .. '\t' .. typ .. '\t1\t' .. worker .. '\t')
-    if type(e) == 'table' then return e end
+    if type(e) == 'table' then
+      redis.call('LTRIM', hand, 1, -1)
+      return e
+    end
   end
-  local job = {}
-  for n = 1, m do job[n] = f[n] end
-  job[m + 1] = id; job[m + 2] = 1; job[m + 3] = 1; job[m + 4] = now_u
-  local hand = base .. 'hand:' .. worker
-  redis.call('LPUSH', hand, hand_entry(token, now_u, job))
+  redis.call('ZREM', base .. 'waiters', waiter)
   redis.call('PEXPIRE', hand, lease_ms)
   f[state_at] = 'active'
   f[m + 1] = 'attempt'; f[m + 2] = '1'
