@@ -330,3 +330,59 @@ func TestHandOffWritesWhatAClaimWrites(t *testing.T) {
 		}
 	}
 }
+
+// A hand-off that Redis refuses writes nothing and leaves the waiter registered: on a full
+// Redis (the hand list's LPUSH is the call's first write, which Redis at maxmemory
+// refuses) and with a wrong-typed events stream (its XADD fails after the LPUSH, which is
+// taken back).
+func TestHandOffRefusedWritesNothing(t *testing.T) {
+	if redistest.ClusterMode() {
+		t.Skip("starts its own single redis-server")
+	}
+	srv, err := redistest.Start("--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qk := c.keys.queue("idle")
+	w := c.broker().Waiter("w1", 30*time.Second)
+	register(t, c, "idle", &w)
+	nothingWritten := func(what string) {
+		t.Helper()
+		if n := c.rdb.Exists(ctx, qk.ready, qk.wake, qk.active, qk.hand(w.Worker)).Val(); n != 0 {
+			t.Errorf("%s: %d of ready, wake, active and the hand list exist, want none", what, n)
+		}
+		if keys := c.rdb.Keys(ctx, qk.jobPrefix+"*").Val(); len(keys) != 0 {
+			t.Errorf("%s: job hashes %v written", what, keys)
+		}
+		if n := c.rdb.ZCard(ctx, qk.waiters).Val(); n != 1 {
+			t.Errorf("%s: %d waiters registered, want the one, still", what, n)
+		}
+	}
+
+	c.rdb.Set(ctx, qk.events, "not a stream", 0)
+	if _, err := c.Enqueue(ctx, "a", nil, On("idle")); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Enqueue() with events of the wrong type err = %v, want WRONGTYPE", err)
+	}
+	nothingWritten("events of the wrong type")
+	c.rdb.Del(ctx, qk.events)
+
+	// Filled by jobs of the size of the one handed: client buffers count in Redis's
+	// memory, so a smaller call could pass where a larger one was refused.
+	payload := []byte(strings.Repeat("p", 200))
+	var refused error
+	for n := 0; n < 100000 && refused == nil; n++ {
+		_, refused = c.Enqueue(ctx, "fill", payload) // on default: ready is not empty after the first
+	}
+	if refused == nil || !strings.Contains(refused.Error(), "OOM") {
+		t.Fatalf("filling Redis: err = %v, want Redis's OOM refusal", refused)
+	}
+	if _, err := c.Enqueue(ctx, "fill", payload, On("idle")); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("Enqueue() on a full Redis with a waiter err = %v, want Redis's OOM refusal", err)
+	}
+	nothingWritten("full Redis")
+}
