@@ -125,3 +125,53 @@ func TestClusterLimits(t *testing.T) {
 		}
 	}
 }
+
+// A Wait on many more queues than the cluster client's pool has connections (one BLPOP
+// per queue, each blocking up to a second) must not starve the client's other commands,
+// nor delay the wake of the queue that gets a job: the BLPOPs run on connections of
+// their own. With them on the shared pool (2 connections per node here), an enqueue
+// waited for a connection a BLPOP held, and the target queue's BLPOP waited its turn
+// behind 60 others.
+func TestClusterWaitOnManyQueuesLeavesThePoolFree(t *testing.T) {
+	if !redistest.ClusterMode() {
+		t.Skip("runs on a Redis Cluster: JOBS_TEST_CLUSTER=1 (make test runs it)")
+	}
+	t.Parallel()
+	rdb := redistest.ClusterClientWithPool(t, 2)
+	c, err := NewClient(rdb, Config{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := make([]string, 60)
+	for i := range qs {
+		qs[i] = fmt.Sprintf("many%d", i)
+	}
+	for round := range 3 {
+		target := qs[len(qs)-1-round*7]
+		done := make(chan [2]string, 1)
+		go func() {
+			q, token, err := c.broker().Wait(ctx, qs, 3*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- [2]string{q, token}
+		}()
+		time.Sleep(100 * time.Millisecond) // the BLPOPs are blocked
+		sent := time.Now()
+		mustEnqueue(t, c, "a", On(target))
+		if d := time.Since(sent); d > 300*time.Millisecond {
+			t.Errorf("round %d: the enqueue took %s beside the Wait's BLPOPs, want well under 300ms", round, d)
+		}
+		select {
+		case got := <-done:
+			if got != [2]string{target, proto.WakeReady} {
+				t.Errorf("round %d: Wait = %v after an enqueue on %s", round, got, target)
+			}
+			if d := time.Since(sent); d > 500*time.Millisecond {
+				t.Errorf("round %d: woken %s after the enqueue on %s, want at once", round, d, target)
+			}
+		case <-time.After(4 * time.Second):
+			t.Fatalf("round %d: Wait not woken by an enqueue on %s", round, target)
+		}
+	}
+}

@@ -26,13 +26,35 @@ import (
 // (WaitHanded) includes its hand list on the queue, and a job it pops when no Wait of
 // that waiter wants it is pushed back on that list, for the worker's next wait or claim
 // (or, the worker gone, for the reaper once the lease expires): never dropped.
+//
+// The BLPOPs run on connections of their own (blocking), never the application's pool:
+// a worker of many queues blocks one connection per queue on that queue's node, as
+// BullMQ's workers block one each. On the shared pool (5 connections per CPU per node by
+// default) a Wait on 60 queues held every connection for up to a second at a time, and
+// an enqueue beside it waited 12 s for one (TestClusterWaitOnManyQueuesLeavesThePoolFree).
 type clusterWaiter struct {
 	c *Client
 
 	mu       sync.Mutex
 	inflight map[popKey]bool // a BLPOP on the queue (and waiter's hand list) is running
 	calls    []*waitCall     // Wait calls blocked now, oldest first
+	// blocking is the BLPOPs' own cluster client (see the type's comment), made on the
+	// first BLPOP and closed once none has run for blockingIdle, so that a Client that
+	// stops waiting (a worker stopped) leaves no connection open; running counts the
+	// BLPOPs on it, idle is the timer that closes it.
+	blocking *redis.ClusterClient
+	running  int
+	idle     *time.Timer
 }
+
+// blockingIdle is how long the BLPOPs' own client stays open with no BLPOP running: a
+// worker's waits follow each other within a second, so only a Client that stopped
+// waiting closes it.
+const blockingIdle = 30 * time.Second
+
+// blockingPoolSize bounds the BLPOPs' connections per node: one per queue waited on
+// there. Beyond it (more queues than that on one node), BLPOPs wait for a connection.
+const blockingPoolSize = 4096
 
 // popKey names one BLPOP: a queue's wake list, and the hand list of worker ("" for none).
 type popKey struct{ queue, worker string }
@@ -95,19 +117,58 @@ func (w *clusterWaiter) startLocked(k popKey, waiter *proto.Waiter) {
 		return
 	}
 	w.inflight[k] = true
-	go w.pop(k, waiter)
+	if w.blocking == nil {
+		// The application's options (nodes, TLS, credentials, timeouts), with a pool of
+		// its own sized for one connection per queue.
+		opts := *w.c.rdb.(*redis.ClusterClient).Options()
+		opts.PoolSize, opts.MinIdleConns = blockingPoolSize, 0
+		w.blocking = redis.NewClusterClient(&opts)
+	}
+	if w.idle != nil {
+		w.idle.Stop()
+	}
+	w.running++
+	go w.pop(k, waiter, w.blocking)
+}
+
+// popped counts a BLPOP on the blocking client done and, when it was the last one
+// running, arms the timer that closes the client. w.mu is held.
+func (w *clusterWaiter) poppedLocked() {
+	w.running--
+	if w.running > 0 {
+		return
+	}
+	if w.idle == nil {
+		w.idle = time.AfterFunc(blockingIdle, w.closeIdle)
+	} else {
+		w.idle.Reset(blockingIdle)
+	}
+}
+
+// closeIdle closes the blocking client if no BLPOP started on it since the timer was
+// armed.
+func (w *clusterWaiter) closeIdle() {
+	w.mu.Lock()
+	b := w.blocking
+	if w.running > 0 || b == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.blocking = nil
+	w.mu.Unlock()
+	_ = b.Close()
 }
 
 // pop runs one BLPOP on k's lists, delivers its outcome, and starts another while some
 // Wait still waits on them.
-func (w *clusterWaiter) pop(k popKey, waiter *proto.Waiter) {
+func (w *clusterWaiter) pop(k popKey, waiter *proto.Waiter, blocking *redis.ClusterClient) {
 	ctx := context.Background() // see the type's comment: nothing could cancel it anyway
 	qk := w.c.keys.queue(k.queue)
 	keys := []string{qk.wake}
 	if waiter != nil {
 		keys = []string{qk.hand(waiter.Worker), qk.wake} // a handed job first (see WaitHanded)
 	}
-	res, err := w.c.rdb.BLPop(ctx, blockFor(proto.MaxWait), keys...).Result()
+	res, err := blocking.BLPop(ctx, blockFor(proto.MaxWait), keys...).Result()
 	o := wakeOutcome{queue: k.queue}
 	switch {
 	case errors.Is(err, redis.Nil):
@@ -124,6 +185,7 @@ func (w *clusterWaiter) pop(k popKey, waiter *proto.Waiter) {
 
 	w.mu.Lock()
 	w.inflight[k] = false
+	w.poppedLocked()
 	var to *waitCall
 	if o.token != "" || o.entry != "" || o.err != nil {
 		for _, call := range w.calls {

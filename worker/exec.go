@@ -155,12 +155,15 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 	if err != nil {
 		return fmt.Errorf("start %s: %w", e.Args[0], err)
 	}
+	pgid := cmd.Process.Pid
+	guard.started(pgid) // killed with its group if the worker dies (execGuard)
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
 		readProgress(ctx, progress)
 	}()
 	err = cmd.Wait()
+	guard.reaped(pgid)
 	// Its last lines are in the pipe: read them before the outcome (the latest wins), but
 	// do not wait for a process it left behind that still holds the pipe.
 	_ = progress.SetReadDeadline(time.Now().Add(progressDrain))
@@ -264,7 +267,7 @@ func snoozeDelay(stdout []byte) (time.Duration, bool) {
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
-	return d, d > 0
+	return d, d >= 0 // 0: again at once, as Snooze(0) (snoozeFloor bounds a loop of them)
 }
 
 // workflowEnv is the environment of a workflow job: JOB_AFTER, JOB_DEPENDENCIES (with a

@@ -6,8 +6,8 @@ import "syscall"
 // reaches what it started too (sh -c '...'), and has the kernel SIGKILL it when the
 // worker dies (Pdeathsig): a worker killed with SIGKILL must not leave it running, or the
 // job would run twice at once once its lease expires and another worker claims it.
-// Pdeathsig reaches the program only, not processes it starts: a script should exec its
-// last command, or watch its stdin or stdout, which close when the worker dies.
+// Pdeathsig reaches the program only, not processes it starts: those die by the group
+// kill of the worker's guard (execGuard).
 //
 // Pdeathsig fires when the thread that started the program exits, not only the process
 // (go.dev/issue/27505). That is safe here: the Go runtime ends a thread only when a

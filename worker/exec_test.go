@@ -168,10 +168,26 @@ func TestExecProgramDiesWithWorker(t *testing.T) {
 	}
 	t.Parallel()
 	pidfile := filepath.Join(t.TempDir(), "pid")
+	killWorkerWhileItRuns(t, fmt.Sprintf(`sh -c 'echo $$ > %s; exec sleep 60'`, pidfile), pidfile)
+}
+
+// What a program started dies with the worker too (its guard kills the program's process
+// group, execGuard): sh -c 'step; next' must not leave step running, with its job, once
+// the worker is gone. Before the guard, Pdeathsig killed sh alone and the sleep ran on.
+func TestExecGrandchildDiesWithWorker(t *testing.T) {
+	t.Parallel()
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	killWorkerWhileItRuns(t, fmt.Sprintf(`sh -c 'sleep 60 & echo $! > %s; wait'`, pidfile), pidfile)
+}
+
+// killWorkerWhileItRuns starts a worker process (TestExecHelperWorker) running command,
+// which writes the pid to watch to pidfile, SIGKILLs the worker, and fails unless that
+// process is gone within 2s.
+func killWorkerWhileItRuns(t *testing.T, command, pidfile string) {
+	t.Helper()
 	t.Cleanup(func() { killPidfile(t, pidfile) })
 	worker := exec.Command(os.Args[0], "-test.run=^TestExecHelperWorker$", "-test.count=1", "-test.timeout=2m")
-	worker.Env = append(os.Environ(), "BE_EXEC_PARENT=1", "JOBS_TEST_CLUSTER=",
-		fmt.Sprintf(`EXEC_COMMAND=sh -c 'echo $$ > %s; exec sleep 60'`, pidfile))
+	worker.Env = append(os.Environ(), "BE_EXEC_PARENT=1", "JOBS_TEST_CLUSTER=", "EXEC_COMMAND="+command)
 	worker.Stdout, worker.Stderr = testLog{t}, testLog{t}
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
@@ -186,17 +202,17 @@ func TestExecProgramDiesWithWorker(t *testing.T) {
 	killed := time.Now()
 	for alive(pid) {
 		if time.Since(killed) > 2*time.Second {
-			t.Fatalf("program (pid %d) still runs %s after its worker was killed", pid, time.Since(killed))
+			t.Fatalf("process %d still runs %s after its worker was killed", pid, time.Since(killed))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// TestExecHelperWorker is the worker process of TestExecProgramDiesWithWorker: it runs
+// TestExecHelperWorker is the worker process of killWorkerWhileItRuns: it runs
 // $EXEC_COMMAND as an Exec handler until it is killed.
 func TestExecHelperWorker(t *testing.T) {
 	if os.Getenv("BE_EXEC_PARENT") != "1" {
-		t.Skip("helper process of TestExecProgramDiesWithWorker")
+		t.Skip("helper process of killWorkerWhileItRuns")
 	}
 	// TestMain started a redis-server for this process, which it does not need and which
 	// would outlive it: a SIGKILLed process cannot stop it.

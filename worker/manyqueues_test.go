@@ -66,6 +66,49 @@ func TestIdleWorkerOfManyQueuesCallsLittle(t *testing.T) {
 	}
 }
 
+// On a cluster, a worker of 300 queues blocks one connection per queue: on connections of
+// its own, not its client's pool (2 per node here), which stays free for the claims, acks
+// and promotes. On the shared pool its calls waited for a connection the BLPOPs held, and
+// a job did not start within 30 s (BENCHMARKS.md, 1,000 queues on a cluster).
+func TestClusterWorkerOfManyQueues(t *testing.T) {
+	if !redistest.ClusterMode() {
+		t.Skip("runs on a Redis Cluster: JOBS_TEST_CLUSTER=1 (make test runs it)")
+	}
+	t.Parallel()
+	rdb := redistest.ClusterClientWithPool(t, 2)
+	c, err := queue.NewClient(rdb, queue.Config{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	queues := map[string]int{}
+	for i := range n {
+		queues[fmt.Sprintf("q%d", i)] = 1
+	}
+	started := make(chan string, 64)
+	startWorker(t, c, Config{Queues: queues, Logger: quiet, Handler: HandlerFunc(func(_ context.Context, j *queue.Job) error {
+		started <- j.Queue
+		return nil
+	})})
+	time.Sleep(1500 * time.Millisecond) // its first look at every queue: it waits on all of them
+	for _, q := range []string{"q7", "q150", "q299"} {
+		sent := time.Now()
+		enqueue(t, c, "t", "", queue.On(q))
+		select {
+		case got := <-started:
+			if got != q {
+				t.Errorf("ran a job of %s, want %s", got, q)
+			}
+			// At once on its wake token, or within the next wait (see above).
+			if took := time.Since(sent); took > 2500*time.Millisecond {
+				t.Errorf("job on %s started after %v, want within a wait (1s) and a claim", q, took)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("job on one of %d idle queues of a cluster did not start within 10s", n)
+		}
+	}
+}
+
 func TestRecheckEvery(t *testing.T) {
 	for _, tc := range []struct {
 		queues int

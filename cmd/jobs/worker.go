@@ -29,14 +29,14 @@ func workerCommand(e *env) *cli.Command {
 			"jobs inspect shows the latest). Exit 0 succeeds (stdout, up to 1 MiB, is the result),\n" +
 			"75 asks for a retry, 76 snoozes the job and 77 pauses its limit key for the delay on\n" +
 			"stdout's last line (30s, 5m) without counting the attempt, anything else fails (stderr's\n" +
-			"last 4 KiB is the error). At the job's timeout its process group is\n" +
-			"killed; a worker killed with SIGKILL takes the program with it (Linux), not what the\n" +
-			"program started: a shell wrapper should exec its last command. On SIGTERM or SIGINT the\n" +
+			"last 4 KiB is the error). At the job's timeout its process group is killed, and a\n" +
+			"worker killed with SIGKILL takes the running programs' process groups with it (a\n" +
+			"/bin/sh guard kills them once the worker is gone). On SIGTERM or SIGINT the\n" +
 			"worker stops claiming, lets running jobs finish within --shutdown-timeout, hands the\n" +
 			"rest back to their queue, and exits 0. Examples:\n\n" +
 			"   jobs worker --run 'email=./send-email.sh'\n" +
 			"   jobs worker --queue critical=6 --queue default=3 --queue low=1 --concurrency 20 \\\n" +
-			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'exec make-report > /tmp/r'\"\n" +
+			"       --run 'resize=convert - -resize 50% -' --run \"report=sh -c 'make-report > /tmp/r'\"\n" +
 			"   jobs worker --run \"import=sh -c 'echo 10 reading >&3; ./import; echo 100 done >&3'\"",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: run COMMAND for jobs of TYPE (repeatable)"},
