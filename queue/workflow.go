@@ -242,6 +242,67 @@ func registerInCall(jobs []prepared) map[JobRef]int {
 	return in
 }
 
+// checkCycles refuses a call whose jobs wait on each other in a cycle (ErrInvalid naming
+// it, "q/A -> q/B -> q/A": A waits on B, which waits on A), before anything is written:
+// such jobs could never leave waiting. A job's dependencies are fixed when it is written,
+// so a dependency enqueued by an earlier call cannot wait on a job of this one; see
+// DESIGN.md, "Workflows", for calls that race.
+func checkCycles(jobs []prepared) error {
+	var at map[JobRef]int
+	for i := range jobs {
+		if len(jobs[i].o.after) == 0 {
+			continue
+		}
+		if at == nil {
+			at = make(map[JobRef]int, len(jobs))
+			for k := range jobs {
+				at[JobRef{Queue: jobs[k].o.queue, ID: jobs[k].id}] = k
+			}
+		}
+	}
+	if at == nil {
+		return nil
+	}
+	// Depth-first, iteratively (a chain may be long): 1 = on the path, 2 = no cycle through it.
+	mark := make([]byte, len(jobs))
+	type frame struct{ job, next int }
+	for start := range jobs {
+		if mark[start] != 0 {
+			continue
+		}
+		path := []frame{{start, 0}}
+		mark[start] = 1
+		for len(path) > 0 {
+			top := &path[len(path)-1]
+			after := jobs[top.job].o.after
+			if top.next == len(after) {
+				mark[top.job] = 2
+				path = path[:len(path)-1]
+				continue
+			}
+			k, ok := at[after[top.next]]
+			top.next++
+			if !ok || mark[k] == 2 {
+				continue
+			}
+			if mark[k] == 1 {
+				var names []string
+				for i := range path {
+					if len(names) > 0 || path[i].job == k {
+						names = append(names, JobRef{Queue: jobs[path[i].job].o.queue, ID: jobs[path[i].job].id}.String())
+					}
+				}
+				names = append(names, names[0])
+				return invalid("dependency cycle %s: these jobs would wait on each other for ever",
+					strings.Join(names, " -> "))
+			}
+			mark[k] = 1
+			path = append(path, frame{k, 0})
+		}
+	}
+	return nil
+}
+
 // unlinked marks a job whose workflow edges were not all registered: it is written
 // (waiting), and enqueueing it again with its ID completes it.
 func (c *Client) unlinked(ctx context.Context, results []BatchResult, i int, err error) {
