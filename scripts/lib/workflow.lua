@@ -15,8 +15,10 @@ local function dead_core(dead, job_prefix, id, now, retention_ms, dead_max, ende
     redis.call('HSET', key, 'state', 'dead', 'finished_at', now)
     redis.call('HDEL', key, 'lease')
   end
-  -- A dependent that dies waiting keeps no pending set: nothing can release it any more.
-  if u[5] then redis.call('DEL', string.sub(job_prefix, 1, -5) .. 'deps:' .. id) end
+  -- A dependent that dies waiting keeps its pending set as long as its hash, and the ends
+  -- of its dependencies go on removing their members (resolve_dep's SREM comes before its
+  -- state check): a retry (retry.lua) puts it back to waiting on exactly those left.
+  if u[5] then redis.call('PEXPIRE', string.sub(job_prefix, 1, -5) .. 'deps:' .. id, retention_ms) end
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('ZADD', dead, now, id)
   trim(dead, job_prefix, now, retention_ms, dead_max, 'dead')
