@@ -320,10 +320,14 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 	}
 	qk := c.keys.queue(queue)
 	args := append([]any{qk.jobPrefix, string(from), c.eventsMax()}, toAny(ids)...)
-	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake, qk.events, qk.waiting},
-		args...).StringSlice()
+	var res []string
+	err := sent(ctx, "retry in "+queue, func() (err error) {
+		res, err = c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake, qk.events, qk.waiting},
+			args...).StringSlice()
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("retry in %s: %w", queue, err)
+		return nil, err
 	}
 	if len(res) != len(ids) {
 		return nil, fmt.Errorf("retry in %s: %w", queue, errBadReply)
@@ -343,10 +347,14 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 		return "", err
 	}
 	qk := c.keys.queue(queue)
-	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.events},
-		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue, c.eventsMax()).Text()
+	var res string
+	err := sent(ctx, "cancel "+id, func() (err error) {
+		res, err = c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.events},
+			qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue, c.eventsMax()).Text()
+		return err
+	})
 	if err != nil {
-		return "", fmt.Errorf("cancel %s: %w", id, err)
+		return "", err
 	}
 	switch res {
 	case "dead":
@@ -390,10 +398,9 @@ func (c *Client) pause(ctx context.Context, op, queue string, on bool) error {
 		return err
 	}
 	qk := c.keys.queue(queue)
-	if err := c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events}, flag(on), c.eventsMax()).Err(); err != nil {
-		return fmt.Errorf("%s %s: %w", op, queue, err)
-	}
-	return nil
+	return sent(ctx, op+" "+queue, func() error {
+		return c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events}, flag(on), c.eventsMax()).Err()
+	})
 }
 
 // Purge deletes every job of queue in state (not active: cancel those), in batches of
@@ -516,10 +523,14 @@ func (c *Client) Delete(ctx context.Context, queue, id string) error {
 		return err
 	}
 	qk := c.keys.queue(queue)
-	res, err := c.run(ctx, scripts.Delete, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.done, qk.events},
-		qk.jobPrefix, id, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Text()
+	var res string
+	err := sent(ctx, "delete "+id, func() (err error) {
+		res, err = c.run(ctx, scripts.Delete, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.done, qk.events},
+			qk.jobPrefix, id, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Text()
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", id, err)
+		return err
 	}
 	if res == "deleted" {
 		return nil
