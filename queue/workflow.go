@@ -193,8 +193,21 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 			continue
 		}
 		outcome := "dead"
-		if state == "done" {
+		switch state {
+		case "done":
 			outcome = "done"
+		case "waiting":
+			// The dependency waits itself. If it waits, however indirectly, on the job
+			// linked to it, this link closed a cycle (two calls raced, or a half-written
+			// call was completed): the job dies of it, and the cycle with it.
+			cycle, err := c.waitsOn(ctx, e.from, e.to)
+			if err != nil {
+				c.unlinked(ctx, results, e.job, fmt.Errorf("link %s after %s: cycle check: %w", e.to, e.from, err))
+			}
+			if !cycle {
+				continue
+			}
+			outcome = "cycle"
 		}
 		resolves = append(resolves, c.resolveCall("j", e.to, outcome, e.from))
 		owners = append(owners, e.job)
@@ -208,6 +221,42 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 			c.unlinked(ctx, results, owners[k], fmt.Errorf("resolve %s: %w", jobs[owners[k]].id, err))
 		}
 	}
+}
+
+// waitsOn reports whether job from waits, directly or through other waiting jobs, on job
+// to: a walk up the pending sets (jobs:{q}:deps:<id>), one pipelined round trip per level,
+// so its cost is the depth of from's waiting ancestors, paid only when a link finds its
+// dependency waiting. It is sound without a lock: pending sets are written with their job,
+// before any of its links, so of the links that close a cycle the last to walk sees it
+// whole (both may: each kills its own job, and the cycle ends either way).
+func (c *Client) waitsOn(ctx context.Context, from, to JobRef) (bool, error) {
+	target := to.member()
+	seen := map[string]bool{from.member(): true}
+	level := []JobRef{from}
+	for len(level) > 0 {
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.StringSliceCmd, len(level))
+		for i, r := range level {
+			cmds[i] = pipe.SMembers(ctx, c.queueKeys(r.Queue).deps(r.ID))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return false, err
+		}
+		var next []JobRef
+		for _, cmd := range cmds {
+			for _, m := range cmd.Val() {
+				if m == target {
+					return true, nil
+				}
+				if r, ok := parseMember(m); ok && !seen[m] {
+					seen[m] = true
+					next = append(next, r)
+				}
+			}
+		}
+		level = next
+	}
+	return false, nil
 }
 
 // registerInCall gives each job of a call that another job of the same call waits on

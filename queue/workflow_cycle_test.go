@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A job's dependencies are fixed when it is enqueued, so a cycle can only be made by the
@@ -61,4 +62,48 @@ func TestDependencyCyclesAreRefusedWritingNothing(t *testing.T) {
 	}
 	mustState(t, c, "default", "D1", StateWaiting)
 	mustState(t, c, "default", "A1", StateReady)
+}
+
+// Across calls a cycle can still close: a job is written (waiting) before its edges are
+// linked, so two calls with caller-chosen IDs racing (A after B, B after A), or an
+// interrupted enqueue completed later, can each find the other waiting. The link that
+// closes it finds its dependency waiting, walks what that one waits on, meets the job it
+// links, and resolves its edge as a cycle: the job dies with that error, and the rest of
+// the cycle dies of it (their dependency died). Nothing waits forever.
+func TestDependencyCycleAcrossCallsEndsDead(t *testing.T) {
+	for _, tc := range []struct{ name, qa, qb string }{
+		{"one queue", "default", "default"},
+		{"two queues", "qa", "qb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := setup(t, Config{})
+			// A is written, its link not made yet: the first call of the race, or one
+			// whose client died between the steps.
+			a, err := c.prepare(BatchJob{Type: "a", Options: []Option{ID("A"), On(tc.qa), AfterJob(tc.qb, "B")}}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := c.enqueuePrepared(ctx, []prepared{a})
+			if res[0].Err != nil {
+				t.Fatal(res[0].Err)
+			}
+			// B after A: its link finds A waiting, on B.
+			if _, err := c.Enqueue(ctx, "b", nil, ID("B"), On(tc.qb), AfterJob(tc.qa, "A")); err != nil {
+				t.Fatalf("Enqueue(B after A) err = %v", err)
+			}
+			c.link(ctx, []prepared{a}, res, nil) // A's call goes on (or is run again)
+			if res[0].Err != nil {
+				t.Fatalf("link(A) err = %v", res[0].Err)
+			}
+			deliverAll(t, c, tc.qa, tc.qb)
+			jb := mustState(t, c, tc.qb, "B", StateDead)
+			if !strings.Contains(jb.LastError, "dependency cycle") {
+				t.Errorf("B's last error = %q, want it to say dependency cycle", jb.LastError)
+			}
+			ja := mustState(t, c, tc.qa, "A", StateDead)
+			if ja.LastError == "" {
+				t.Errorf("A dead without an error")
+			}
+		})
+	}
 }
