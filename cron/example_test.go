@@ -14,7 +14,7 @@ import (
 )
 
 func ExampleScheduler() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-cron"})
 
 	s, err := cron.New(client, cron.Config{Entries: []cron.Entry{

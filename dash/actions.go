@@ -87,9 +87,9 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request) {
 		h.failQueue(w, r, err)
 		return
 	}
-	to := h.opts.BasePath + "/jobs/" + url.PathEscape(id) + "?queue=" + url.QueryEscape(q)
+	to := h.opts.BasePath + "/jobs/" + segment(id) + "?queue=" + url.QueryEscape(q)
 	if act == "delete" {
-		to = h.opts.BasePath + "/queues/" + url.PathEscape(q)
+		to = h.opts.BasePath + "/queues/" + segment(q)
 	}
 	h.done(w, r, e, to)
 }
@@ -144,7 +144,7 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request) {
 		h.failQueue(w, r, err)
 		return
 	}
-	h.done(w, r, e, h.opts.BasePath+"/queues/"+url.PathEscape(q))
+	h.done(w, r, e, h.opts.BasePath+"/queues/"+segment(q))
 }
 
 // purgeState checks a purge's form: a state that can be purged, and above

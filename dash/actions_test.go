@@ -474,3 +474,33 @@ func TestQueueActionOfUnknownQueue(t *testing.T) {
 	}
 	wantStatus(t, "POST pause of a known queue", b.post(t, "/queues/default/pause", nil), http.StatusSeeOther)
 }
+
+// Jobs and queues named "." and "..", which ID and queue checks accept, are reached from
+// their links and acted on: the links write those segments %2E (a browser resolved
+// /jobs/.. to the overview and /jobs/. to a 404 before).
+func TestDotNamesReachable(t *testing.T) {
+	b := setup(t, Options{})
+	for _, q := range []string{"default", ".", ".."} {
+		for _, id := range []string{".", ".."} {
+			b.enqueue(t, "t", "x", queue.ID(id), queue.On(q))
+		}
+		page := b.get(t, "/queues/"+segment(q)+"?state=ready")
+		wantStatus(t, "GET queue "+q, page, http.StatusOK)
+		for _, id := range []string{".", ".."} {
+			link := "/jobs/" + strings.Repeat("%2E", len(id)) + "?queue=" + url.QueryEscape(q)
+			if !strings.Contains(page.body, `href="`+link+`"`) {
+				t.Fatalf("queue %q page has no link %s to job %q", q, link, id)
+			}
+			job := b.get(t, link)
+			wantStatus(t, "GET "+link, job, http.StatusOK)
+			if !strings.Contains(job.body, `action="/jobs/`+strings.Repeat("%2E", len(id))+`/cancel"`) {
+				t.Errorf("job %q of queue %q: page has no cancel form on its own path", id, q)
+			}
+			r := b.post(t, "/jobs/"+segment(id)+"/cancel", url.Values{"queue": {q}})
+			wantStatus(t, "POST cancel "+id, r, http.StatusSeeOther)
+			if got := b.state(t, q, id); got != queue.StateDead {
+				t.Errorf("job %q of queue %q after cancel is %q, want dead", id, q, got)
+			}
+		}
+	}
+}

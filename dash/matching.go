@@ -237,7 +237,7 @@ func (h *Handler) matchingAction(w http.ResponseWriter, r *http.Request, q strin
 	}
 	if d.Next == "" {
 		v := url.Values{"state": {string(m.State)}, "done": {"matching"}}
-		http.Redirect(w, r, h.opts.BasePath+"/queues/"+url.PathEscape(q)+"?"+v.Encode(), http.StatusSeeOther)
+		http.Redirect(w, r, h.opts.BasePath+"/queues/"+segment(q)+"?"+v.Encode(), http.StatusSeeOther)
 		return
 	}
 	h.page(w, r, http.StatusOK, "matching", "Every match", d)

@@ -3,7 +3,6 @@ package dash
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/jobs-dev/jobs/queue"
@@ -194,7 +193,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		if len(why) > 0 {
 			d.Stuck[s.Name] = why
 		}
-		d.Rows[i] = overviewRow{S: s, URL: h.opts.BasePath + "/queues/" + url.PathEscape(s.Name), Why: why}
+		d.Rows[i] = overviewRow{S: s, URL: h.opts.BasePath + "/queues/" + segment(s.Name), Why: why}
 	}
 	h.render(w, r, "overview", "Overview", d, nil)
 }

@@ -122,7 +122,7 @@ func (h *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 				v.Set(k, x)
 			}
 		}
-		return h.opts.BasePath + "/queues/" + url.PathEscape(q) + "?" + v.Encode()
+		return h.opts.BasePath + "/queues/" + segment(q) + "?" + v.Encode()
 	}
 	if d.Next != "" {
 		d.NextURL = link(d.Next)

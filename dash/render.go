@@ -196,10 +196,20 @@ var notices = map[string]string{
 	"cron-add": "Cron entry added.",
 }
 
+// segment escapes s as one segment of a URL path: url.PathEscape, except that "." and
+// "..", which a browser and the router resolve as the segment itself or its parent
+// (/jobs/.. is the overview), are written %2E: a job or queue may be named so.
+func segment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
 var funcs = template.FuncMap{
 	"esc":     func(s string) string { return printable.Escape(s, false) },
 	"escml":   func(s string) string { return printable.Escape(s, true) },
-	"pathesc": url.PathEscape,
+	"pathesc": segment,
 	"literal": patternLiteral,
 	"query":   url.QueryEscape,
 	"when": func(t time.Time) string {

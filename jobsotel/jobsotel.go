@@ -14,6 +14,7 @@ package jobsotel
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -71,15 +72,52 @@ func newConfig(opts []Option) config {
 // Inject returns an enqueue option that carries ctx's trace context with the job, as
 // queue.Meta entries (for the W3C propagator: "traceparent" and, when set,
 // "tracestate"). Without a span in ctx, or with a no-op propagator, it adds nothing.
+//
+// Tracing never makes an enqueue fail: a value longer than queue.MaxMetaValue (a W3C
+// tracestate may reach 512 bytes and more, baggage 8 KiB) keeps the members of its
+// comma-separated list that fit, first ones first (tracestate's own rule: members are
+// dropped from the end), and a header with none that fits, or one Meta would refuse
+// (a key over 64 bytes, control characters), is left out, as are headers past
+// queue.MaxMeta.
 func Inject(ctx context.Context, opts ...Option) queue.Option {
 	c := newConfig(opts)
 	carrier := propagation.MapCarrier{}
 	c.prop.Inject(ctx, carrier)
 	metas := make([]queue.Option, 0, len(carrier))
 	for _, k := range carrier.Keys() {
-		metas = append(metas, queue.Meta(k, carrier[k]))
+		if v, ok := fit(k, carrier[k]); ok && len(metas) < queue.MaxMeta {
+			metas = append(metas, queue.Meta(k, v))
+		}
 	}
 	return queue.Combine(metas...)
+}
+
+// fit returns header k's value v as it can travel in a job's Meta: whole when it fits,
+// else the leading members of its comma-separated list that fit; ok false when nothing
+// of it can (see Inject).
+func fit(k, v string) (string, bool) {
+	if len(k) == 0 || len(k) > 64 || !plain(k) || !plain(v) {
+		return "", false
+	}
+	for len(v) > queue.MaxMetaValue {
+		i := strings.LastIndexByte(v, ',')
+		if i < 0 {
+			return "", false
+		}
+		v = strings.TrimRight(v[:i], " \t")
+	}
+	return v, v != ""
+}
+
+// plain reports whether s is printable ASCII, as HTTP header names and the W3C and
+// baggage values are: no control character (Meta refuses tabs and newlines).
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Middleware returns worker middleware that runs each attempt in a span named

@@ -3,6 +3,8 @@ package jobsotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +90,52 @@ func TestAttemptSpansLinkToTheEnqueuingSpan(t *testing.T) {
 	}
 	if traced != 2 {
 		t.Errorf("%d spans of the traced job, want 2", traced)
+	}
+}
+
+// A trace context too long for a job's Meta never makes the enqueue fail: a W3C
+// tracestate of 20 members (403 bytes; the spec allows 32 members of up to 256 bytes
+// each) travels as its leading members that fit, and one whose only member is too long
+// is left out, traceparent kept. Before, Enqueue was refused: meta "tracestate": value
+// must be at most 256 bytes.
+func TestInjectKeepsEnqueueWorkingWithLongTraceState(t *testing.T) {
+	c := jobstest.NewClient(t, queue.Config{})
+	var members []string
+	for i := range 20 {
+		members = append(members, fmt.Sprintf("vendor%02d=%s", i, strings.Repeat("a", 10)))
+	}
+	long := strings.Join(members, ",")
+	for _, tc := range []struct {
+		name, state string
+		want        string // the tracestate meta expected; "" for none
+	}{
+		{"many members", long, strings.Join(members[:12], ",")},
+		{"one member too long", "v=" + strings.Repeat("b", 255), ""},
+		{"fits", "v=1", "v=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, err := trace.ParseTraceState(tc.state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2},
+				TraceFlags: trace.FlagsSampled, TraceState: ts})
+			ctx := trace.ContextWithSpanContext(context.Background(), sc)
+			prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+			id, err := c.Enqueue(ctx, "traced", nil, jobsotel.Inject(ctx, jobsotel.WithPropagator(prop)))
+			if err != nil {
+				t.Fatalf("Enqueue with a tracestate of %d bytes: %v, want it enqueued", len(tc.state), err)
+			}
+			j, err := c.Get(ctx, "default", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := j.Meta["tracestate"]; got != tc.want {
+				t.Errorf("tracestate meta %q (%d bytes), want %q", got, len(got), tc.want)
+			}
+			if !strings.HasPrefix(j.Meta["traceparent"], "00-01000000000000000000000000000000-0200000000000000-01") {
+				t.Errorf("traceparent meta %q, want the span's", j.Meta["traceparent"])
+			}
+		})
 	}
 }

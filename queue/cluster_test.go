@@ -137,10 +137,7 @@ func TestClusterWaitOnManyQueuesLeavesThePoolFree(t *testing.T) {
 		t.Skip("runs on a Redis Cluster: JOBS_TEST_CLUSTER=1 (make test runs it)")
 	}
 	t.Parallel()
-	opts := *redistest.Client(t).(*redis.ClusterClient).Options()
-	opts.PoolSize = 2
-	rdb := redis.NewClusterClient(&opts)
-	t.Cleanup(func() { rdb.Close() })
+	rdb := redistest.ClusterClientWithPool(t, 2)
 	c, err := NewClient(rdb, Config{Prefix: redistest.Prefix(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -17,12 +17,12 @@ import (
 
 // exampleRedis is the test server; in an application this is your Redis.
 func exampleRedis() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
+	return redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true})
 }
 
 func ExampleClient_Enqueue() {
 	ctx := context.Background()
-	rdb := exampleRedis() // redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := exampleRedis() // redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	client, err := queue.NewClient(rdb, queue.Config{Prefix: "example-enqueue"})
 	if err != nil {
 		panic(err)

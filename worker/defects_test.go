@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -633,5 +635,68 @@ func TestJobsStartInQueueOrder(t *testing.T) {
 				t.Errorf("%d of 200 jobs started out of enqueue order: %v", out, order)
 			}
 		})
+	}
+}
+
+// Exclusive jobs on a full Redis (noeviction), whose locks' SET NX it refuses with OOM:
+// each is postponed at Debug, with one warning a minute for the worker, and all of them
+// run once Redis takes writes again. Before, every refusal was an Info line: 50 jobs made
+// 50 a second.
+func TestExclusiveJobsOnAFullRedis(t *testing.T) {
+	if redistest.ClusterMode() {
+		t.Skip("starts its own single redis-server")
+	}
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop) // after the worker's stop, which Cleanup runs first
+	rdb := srv.Client(t)
+	c, _ := clientWithPrefix(t, rdb)
+	const n = 50
+	for i := range n {
+		enqueue(t, c, "x", "", queue.Exclusive(fmt.Sprintf("k%d", i)))
+	}
+	used := rdb.Info(ctx, "memory").Val()
+	_, used, _ = strings.Cut(used, "used_memory:")
+	used, _, _ = strings.Cut(used, "\r\n")
+	mem, err := strconv.Atoi(used)
+	if err != nil {
+		t.Fatalf("used_memory %q: %v", used, err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", strconv.Itoa(mem-4096)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	postponed := &logCounter{needle: `level=INFO msg="job postponed"`, t: t}
+	warned := &logCounter{needle: "cannot take exclusive locks", t: t}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(postponed, warned), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var ran atomic.Int32
+	startWorker(t, c, Config{Concurrency: 4, Logger: log, Handler: HandlerFunc(func(context.Context, *queue.Job) error {
+		ran.Add(1)
+		return nil
+	})})
+	time.Sleep(3 * time.Second)
+	if got := ran.Load(); got != 0 {
+		t.Fatalf("%d exclusive jobs ran on a full Redis, want none: it refuses their locks", got)
+	}
+	if got := postponed.n.Load(); got != 0 {
+		t.Errorf("%d Info lines 'job postponed' in 3s, want the refusals at Debug", got)
+	}
+	if got := warned.n.Load(); got != 1 {
+		t.Errorf("%d warnings that locks cannot be taken in 3s, want 1", got)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for ran.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d exclusive jobs ran within 15s of Redis taking writes again", ran.Load(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -73,6 +73,11 @@ func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Valu
 // max retry (its Postponed count goes up instead) and its last error is kept. Use it for
 // a resource that is busy or a rate limit met; return an error for a failure. An exec
 // handler snoozes by exiting with ExitSnooze.
+//
+// A job snoozed again and again for less than a second (d of 0, or a time already past)
+// waits what it asks its first 10 times, then at least 10 ms, doubled each time up to a
+// second: a handler that keeps snoozing for nothing settles at one run a second instead
+// of hundreds.
 func Snooze(d time.Duration) error {
 	return &postpone{after: max(d, time.Millisecond), snooze: true}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func ExampleMux() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-mux"})
 
 	done := make(chan string)
@@ -58,7 +58,7 @@ type Resize struct {
 func (Resize) Kind() string { return "image:resize" }
 
 func ExampleHandleArgs() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-handleargs"})
 
 	done := make(chan Resize)
@@ -80,7 +80,7 @@ func ExampleHandleArgs() {
 }
 
 func ExampleMux_Use() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-use"})
 
 	type tenantKey struct{}
@@ -111,7 +111,7 @@ func ExampleMux_Use() {
 }
 
 func ExampleSnooze() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-snooze"})
 
 	done := make(chan *queue.Job)
@@ -137,7 +137,7 @@ func ExampleSnooze() {
 }
 
 func ExampleConfig_onError() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-onerror"})
 
 	dead := make(chan string)
@@ -167,7 +167,7 @@ func ExampleConfig_onError() {
 }
 
 func ExampleProgress() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-progress"})
 
 	mux := worker.NewMux()
@@ -206,7 +206,7 @@ func ExampleProgress() {
 }
 
 func ExampleConfig_types() {
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()}) // your Redis
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true}) // your Redis
 	client, _ := queue.NewClient(rdb, queue.Config{Prefix: "example-types"})
 
 	dead := make(chan *queue.Job)

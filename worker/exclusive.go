@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/proto"
@@ -28,6 +29,9 @@ type exclusive struct {
 	client *queue.Client
 	ttl    time.Duration // the lock's TTL, renewed every third of it
 	log    *slog.Logger
+
+	mu     sync.Mutex
+	warned time.Time // the last warning that locks cannot be taken (lockFailed)
 }
 
 func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
@@ -35,13 +39,12 @@ func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
 		return e.next.Process(ctx, job)
 	}
 	lk, err := e.locker.TryLock(ctx, proto.ExclusiveLock(e.client.Config().Prefix, job.Exclusive), e.ttl)
+	if errors.Is(err, lock.ErrHeld) {
+		return &postpone{after: ExclusiveRetryDelay/2 + rand.N(ExclusiveRetryDelay), quiet: true,
+			reason: fmt.Sprintf("exclusive key %q is held by another job", job.Exclusive)}
+	}
 	if err != nil {
-		reason := fmt.Sprintf("exclusive key %q is held by another job", job.Exclusive)
-		if !errors.Is(err, lock.ErrHeld) {
-			reason = fmt.Sprintf("exclusive key %q: cannot take its lock: %v", job.Exclusive, err)
-		}
-		return &postpone{after: ExclusiveRetryDelay/2 + rand.N(ExclusiveRetryDelay), reason: reason,
-			quiet: errors.Is(err, lock.ErrHeld)}
+		return e.lockFailed(ctx, job, err)
 	}
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -56,6 +59,32 @@ func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
 		}
 	}()
 	return e.next.Process(lctx, job)
+}
+
+// lockFailed postpones an exclusive job whose lock Redis would not let it take (a full
+// Redis refuses the lock's SET NX with OOM; a connection lost): about a second for the
+// job's first 10 postponements, then doubling up to 30 s, as the failure is likely to
+// last, each logged at Debug, and one warning a minute for the worker. Every exclusive
+// job met the refusal at each of its claims: 200 of them on a full Redis made 220 Info
+// lines a second.
+func (e *exclusive) lockFailed(ctx context.Context, job *queue.Job, err error) error {
+	now := time.Now()
+	e.mu.Lock()
+	warn := now.Sub(e.warned) >= time.Minute
+	if warn {
+		e.warned = now
+	}
+	e.mu.Unlock()
+	if warn {
+		e.log.LogAttrs(ctx, slog.LevelWarn, "cannot take exclusive locks: postponing exclusive jobs until Redis takes them",
+			slog.String("error", err.Error()), slog.String(attrQueue, job.Queue))
+	}
+	d := ExclusiveRetryDelay
+	if n := job.Postponed - 10; n >= 0 {
+		d = min(ExclusiveRetryDelay<<min(n, 5), 30*time.Second)
+	}
+	return &postpone{after: d/2 + rand.N(d+1), quiet: true,
+		reason: fmt.Sprintf("exclusive key %q: cannot take its lock: %v", job.Exclusive, err)}
 }
 
 // postpone is a handler's outcome that gives the job back unrun, to run again after a

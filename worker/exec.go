@@ -267,7 +267,7 @@ func snoozeDelay(stdout []byte) (time.Duration, bool) {
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
-	return d, d > 0
+	return d, d >= 0 // 0: again at once, as Snooze(0) (snoozeFloor bounds a loop of them)
 }
 
 // workflowEnv is the environment of a workflow job: JOB_AFTER, JOB_DEPENDENCIES (with a

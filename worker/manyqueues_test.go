@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/jobs-dev/jobs/internal/redistest"
 	"github.com/jobs-dev/jobs/queue"
 )
@@ -77,10 +75,7 @@ func TestClusterWorkerOfManyQueues(t *testing.T) {
 		t.Skip("runs on a Redis Cluster: JOBS_TEST_CLUSTER=1 (make test runs it)")
 	}
 	t.Parallel()
-	opts := *redistest.Client(t).(*redis.ClusterClient).Options()
-	opts.PoolSize = 2
-	rdb := redis.NewClusterClient(&opts)
-	t.Cleanup(func() { rdb.Close() })
+	rdb := redistest.ClusterClientWithPool(t, 2)
 	c, err := queue.NewClient(rdb, queue.Config{Prefix: redistest.Prefix(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,44 @@ func TestSnoozeDoesNotCountTheAttempt(t *testing.T) {
 	// counted snooze would have sent the job to the dead set.
 	if len(calls) != 4 || calls[3] != 2 || j.Attempt != 2 || j.Postponed != 2 {
 		t.Errorf("attempts seen %v, job attempt %d postponed %d; want [1 2 2 2], 2, 2", calls, j.Attempt, j.Postponed)
+	}
+}
+
+// A handler that snoozes for nothing (0, or a Retry-After already past) does not spin:
+// its first snoozes are at once, then each waits longer, up to a second. Before the floor
+// one job ran about 450 times a second (908 runs in 2 s), each a claim, a hand back and an
+// Info line. A snooze asked for a second is still exactly a second.
+func TestSnoozeForNothingDoesNotSpin(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{{"Snooze(0)", Snooze(0)}, {"RetryAfter(past)", RetryAfter(-time.Second)}, {"PauseKey(0)", PauseKey(0)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t)
+			var runs atomic.Int64
+			startWorker(t, c, Config{Logger: quiet, Handler: HandlerFunc(func(context.Context, *queue.Job) error {
+				runs.Add(1)
+				return tc.err // one shared error value, as a handler may return
+			})})
+			id := enqueue(t, c, "t", "", queue.LimitKey("k"))
+			time.Sleep(3 * time.Second)
+			// 10 at once, then 10, 20, 40 ... 640 ms, 1 s: about 18 in 3 s.
+			if n := runs.Load(); n > 30 || n < 12 {
+				t.Errorf("%s: %d runs in 3s, want the first 10 at once and then fewer and fewer (about 18)", tc.name, n)
+			}
+			j, err := c.Get(ctx, queue.DefaultQueue, id)
+			if err != nil || j.Attempt > 1 {
+				t.Errorf("job %+v, %v: want its attempts uncounted", j, err)
+			}
+		})
+	}
+	if d := snoozeFloor(100); d != time.Second {
+		t.Errorf("snoozeFloor(100) = %s, want 1s", d)
+	}
+	if d := snoozeFloor(9); d != 0 {
+		t.Errorf("snoozeFloor(9) = %s, want 0: a few quick snoozes wait what they ask", d)
 	}
 }
 

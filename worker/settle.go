@@ -105,28 +105,32 @@ func (l *loop) settleFailure(r *run, o outcome) {
 	}
 	switch {
 	case pp != nil || errors.As(o.err, &pp):
+		after := pp.after // pp may be a handler's shared error value: never written
+		if pp.snooze {
+			after = max(after, snoozeFloor(r.job.Postponed))
+		}
 		l.settleCall(r, func(ctx context.Context) (string, error) {
 			if pp.pauseKey {
-				return "", l.w.broker.PauseKey(ctx, r.job, pp.after, pp.reason)
+				return "", l.w.broker.PauseKey(ctx, r.job, after, pp.reason)
 			}
-			return "", l.w.broker.Postpone(ctx, r.job, pp.after, pp.reason)
+			return "", l.w.broker.Postpone(ctx, r.job, after, pp.reason)
 		}, func(_ string, err error) {
 			l.releaseKey(r)
 			switch {
 			case err != nil:
 			case pp.pauseKey:
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job's limit key paused",
-					slog.String("limit_key", r.job.LimitKey), slog.Duration("for", pp.after))
+					slog.String("limit_key", r.job.LimitKey), slog.Duration("for", after))
 			case pp.snooze:
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job snoozed",
-					slog.Duration("retry_in", pp.after))
+					slog.Duration("retry_in", after))
 			default:
 				level := slog.LevelInfo
 				if pp.quiet {
 					level = slog.LevelDebug
 				}
 				l.jobLog(r.job).LogAttrs(context.Background(), level, "job postponed",
-					slog.String("reason", pp.reason), slog.Duration("retry_in", pp.after))
+					slog.String("reason", pp.reason), slog.Duration("retry_in", after))
 			}
 		})
 	case errors.Is(o.cause, ErrShutdown):
@@ -258,6 +262,23 @@ func noHandlerDelay(n int) time.Duration {
 
 // noHandlerQuick is how many quick postponements a job without a handler here gets.
 const noHandlerQuick = 10
+
+// snoozeFloor is the least a snooze (Snooze, RetryAfter, PauseKey, exit 76 and 77) of a
+// job postponed n times before waits: nothing for its first snoozeQuick, then 10 ms,
+// doubled each time, up to a second. A handler that snoozes for nothing, or for a time
+// already past (RetryAfter(time.Until(reset)) after the reset), would otherwise run its
+// job about 450 times a second on one worker, each a claim, a hand back and a log line;
+// so it settles at once a second, while a snooze asked for a second or more, or a few
+// quick ones, wait exactly what they ask.
+func snoozeFloor(n int) time.Duration {
+	if n < snoozeQuick {
+		return 0
+	}
+	return min(10*time.Millisecond<<min(n-snoozeQuick, 7), time.Second)
+}
+
+// snoozeQuick is how many snoozes of a job wait only what they ask (snoozeFloor).
+const snoozeQuick = 10
 
 // reportError logs a failure to record a job's outcome.
 func (l *loop) reportError(job *queue.Job, err error) {

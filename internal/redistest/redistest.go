@@ -189,6 +189,19 @@ func Shared(tb testing.TB) *Server {
 	return shared
 }
 
+// ClusterClientWithPool returns a client of the package's cluster (JOBS_TEST_CLUSTER=1)
+// whose pool holds at most poolSize connections per node, closed when the test ends: for
+// tests of what a small pool must still do. It skips the test off a cluster.
+func ClusterClientWithPool(tb testing.TB, poolSize int) *redis.ClusterClient {
+	tb.Helper()
+	if sharedCluster == nil {
+		tb.Skip("runs on a Redis Cluster: JOBS_TEST_CLUSTER=1 (make test runs it)")
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: sharedCluster.Addrs(), PoolSize: poolSize})
+	tb.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
 // Client returns a client for the package's Redis (a cluster client with
 // JOBS_TEST_CLUSTER=1), closed when the test ends.
 func Client(tb testing.TB) redis.UniversalClient {
