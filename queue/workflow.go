@@ -71,7 +71,9 @@ func ParseJobRef(s, def string) (JobRef, error) {
 // queue have ended (done or dead); see AfterJob for a job of another queue. When every
 // dependency is done the job becomes ready. When one dies (fails for good, is cancelled,
 // purged or deleted, or is unknown), the job goes to dead with "dependency Q/ID died",
-// unless IgnoreDependencyFailure. Not with Delay or At.
+// unless IgnoreDependencyFailure. Not with Delay or At. A job that waits on itself, or
+// jobs of one EnqueueBatch that wait on each other in a cycle, are refused (ErrInvalid
+// naming the cycle); a cycle closed by calls that race ends dead (DESIGN.md, "Workflows").
 func After(ids ...string) Option {
 	return func(o *options) {
 		for _, id := range ids {
@@ -297,20 +299,12 @@ func registerInCall(jobs []prepared) map[JobRef]int {
 // so a dependency enqueued by an earlier call cannot wait on a job of this one; see
 // DESIGN.md, "Workflows", for calls that race.
 func checkCycles(jobs []prepared) error {
-	var at map[JobRef]int
-	for i := range jobs {
-		if len(jobs[i].o.after) == 0 {
-			continue
-		}
-		if at == nil {
-			at = make(map[JobRef]int, len(jobs))
-			for k := range jobs {
-				at[JobRef{Queue: jobs[k].o.queue, ID: jobs[k].id}] = k
-			}
-		}
-	}
-	if at == nil {
+	if !slices.ContainsFunc(jobs, func(p prepared) bool { return len(p.o.after) > 0 }) {
 		return nil
+	}
+	at := make(map[JobRef]int, len(jobs))
+	for k := range jobs {
+		at[JobRef{Queue: jobs[k].o.queue, ID: jobs[k].id}] = k
 	}
 	// Depth-first, iteratively (a chain may be long): 1 = on the path, 2 = no cycle through it.
 	mark := make([]byte, len(jobs))
