@@ -255,11 +255,12 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 		return 0, fmt.Errorf("retry dead of %s: %w", queue, err)
 	}
 	total := 0
-	var kept int64      // refused unique jobs: still dead, at the front of the set
+	var kept int64      // refused unique jobs: still dead
+	var skip int64      // entries read and left in the set (kept, stale): the next read's offset
 	var firstKept error // the first of them, for the error
 	for left > 0 {
 		ids, err := c.rdb.ZRangeByScore(ctx, qk.dead, &redis.ZRangeBy{Min: "-inf", Max: maxScore,
-			Offset: kept, Count: min(left, 1000)}).Result()
+			Offset: skip, Count: min(left, 1000)}).Result()
 		if err != nil {
 			return total, fmt.Errorf("retry dead of %s: %w", queue, err)
 		}
@@ -279,6 +280,7 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 				moved++
 			case strings.HasPrefix(r, "unique:"):
 				kept++
+				skip++
 				if firstKept == nil {
 					firstKept = stateResult("retry", ids[i], r)
 				}
@@ -289,6 +291,8 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 		total += moved
 		if moved == 0 && len(stale) > 0 { // only stale entries left (their hashes expired): drop them
 			c.rdb.ZRem(ctx, qk.dead, stale...)
+		} else {
+			skip += int64(len(stale))
 		}
 	}
 	if kept > 0 {

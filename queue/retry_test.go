@@ -77,11 +77,16 @@ func TestRetryOfADeadUniqueJobTakesItsKeyBack(t *testing.T) {
 		t.Fatalf("Retry(dead unique job, key held by %s) err = %v, want ErrDuplicate naming the holder", second, err)
 	}
 	mustState(t, c, "default", first, StateDead)
+	plain := mustEnqueue(t, c, "p")
+	if _, err := c.Cancel(ctx, "default", plain); err != nil {
+		t.Fatal(err)
+	}
 	n, err := c.RetryAllDead(ctx, "default")
-	if n != 0 || !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), first) {
-		t.Errorf("RetryAllDead() = %d, %v; want 0 and ErrDuplicate naming %s", n, err, first)
+	if n != 1 || !errors.Is(err, ErrDuplicate) || !strings.Contains(err.Error(), first) {
+		t.Errorf("RetryAllDead() = %d, %v; want 1 (the plain job) and ErrDuplicate naming %s", n, err, first)
 	}
 	mustState(t, c, "default", first, StateDead)
+	mustState(t, c, "default", plain, StateReady)
 
 	if err := c.Delete(ctx, "default", second); err != nil { // frees the key
 		t.Fatal(err)
