@@ -117,6 +117,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		}
 		prep[i] = p
 	}
+	if err := checkCycles(prep); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

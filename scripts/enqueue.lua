@@ -562,6 +562,9 @@ while i <= nargs do
       f[base + 1] = 'unique_keep'; f[base + 2] = '1'
       base = base + 2
     end
+    -- The TTL, for a retry of the job once dead to take its key back (retry.lua).
+    f[base + 1] = 'unique_ttl'; f[base + 2] = ttl
+    base = base + 2
     f[base + 1] = 'unique_key'
     base = base + 2
   end
