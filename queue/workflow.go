@@ -231,11 +231,16 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 // dependency waiting. It is sound without a lock: pending sets are written with their job,
 // before any of its links, so of the links that close a cycle the last to walk sees it
 // whole (both may: each kills its own job, and the cycle ends either way).
+//
+// The walk stops after cycleWalkLevels levels or cycleWalkJobs jobs: a chain built one
+// enqueue at a time, each step while the one before waits, would otherwise pay a walk
+// of the whole chain at every step (O(n^2) round trips in all). A cycle longer than that,
+// closed by calls that race, is not seen and its jobs wait (cancel them).
 func (c *Client) waitsOn(ctx context.Context, from, to JobRef) (bool, error) {
 	target := to.member()
 	seen := map[string]bool{from.member(): true}
 	level := []JobRef{from}
-	for len(level) > 0 {
+	for depth := 0; len(level) > 0 && depth < cycleWalkLevels && len(seen) <= cycleWalkJobs; depth++ {
 		pipe := c.rdb.Pipeline()
 		cmds := make([]*redis.StringSliceCmd, len(level))
 		for i, r := range level {
@@ -260,6 +265,12 @@ func (c *Client) waitsOn(ctx context.Context, from, to JobRef) (bool, error) {
 	}
 	return false, nil
 }
+
+// cycleWalkLevels and cycleWalkJobs bound waitsOn's walk (see there).
+const (
+	cycleWalkLevels = 32
+	cycleWalkJobs   = 10_000
+)
 
 // registerInCall gives each job of a call that another job of the same call waits on
 // the dependents it has there, which its enqueue registers in the same step as it is

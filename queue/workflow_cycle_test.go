@@ -2,9 +2,12 @@ package queue
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobs-dev/jobs/internal/redistest"
 )
 
 // A job's dependencies are fixed when it is enqueued, so a cycle can only be made by the
@@ -105,5 +108,50 @@ func TestDependencyCycleAcrossCallsEndsDead(t *testing.T) {
 				t.Errorf("A dead without an error")
 			}
 		})
+	}
+}
+
+// A chain built one enqueue at a time, each step after the one before while that one
+// waits, does not walk the whole chain at every step: the cycle check stops after
+// cycleWalkLevels levels, so 200 steps cost at most 200 x 32 pending-set reads, not the
+// 19,900 a walk to the chain's head at every step would.
+func TestCycleCheckOfALongChainIsBounded(t *testing.T) {
+	if redistest.ClusterMode() {
+		t.Skip("counts the calls of a redis-server of its own")
+	}
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	rdb := srv.Client(t)
+	c, err := NewClient(rdb, Config{Prefix: "chain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	prev, err := c.Enqueue(ctx, "step", nil, Delay(time.Hour)) // the head waits: every step after it waits too
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.ConfigResetStat(ctx)
+	for range n {
+		if prev, err = c.Enqueue(ctx, "step", nil, After(prev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reads int
+	for _, line := range strings.Split(rdb.Info(ctx, "commandstats").Val(), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_smembers:calls="); ok {
+			reads, _ = strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		}
+	}
+	if reads > n*cycleWalkLevels {
+		t.Errorf("%d pending-set reads for a chain of %d built step by step, want at most %d", reads, n, n*cycleWalkLevels)
+	}
+	j, err := c.Get(ctx, DefaultQueue, prev)
+	if err != nil || j.State != StateWaiting {
+		t.Errorf("the chain's last job: %+v, %v; want it waiting", j, err)
 	}
 }
