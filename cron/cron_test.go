@@ -44,8 +44,8 @@ func TestParseEntry(t *testing.T) {
 	for _, tc := range cases {
 		got, err := ParseEntry(tc.in)
 		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("ParseEntry(%q) err = %v, want %q", tc.in, err, tc.err)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseEntry(%q) err = %v, want ErrInvalid saying %q", tc.in, err, tc.err)
 			}
 			continue
 		}
@@ -295,8 +295,30 @@ func TestNewRejectsBadEntries(t *testing.T) {
 		{Entries: []Entry{{Name: "a", Spec: "@hourly", Type: ""}}},
 		{Entries: []Entry{{Name: "a", Spec: "@hourly", Type: "t", Queue: "no spaces"}}},
 	} {
-		if _, err := New(c, cfg); err == nil {
-			t.Errorf("New(%+v) succeeded", cfg.Entries)
+		if _, err := New(c, cfg); !errors.Is(err, ErrInvalid) {
+			t.Errorf("New(%+v) err = %v, want ErrInvalid", cfg.Entries, err)
+		}
+	}
+}
+
+// Every way an entry can be wrong is matched by errors.Is(err, ErrInvalid), so a caller
+// (an API adding entries from user input) tells a bad entry from a Redis failure.
+func TestValidateErrorsAreErrInvalid(t *testing.T) {
+	neg, over := -1, queue.MaxRetryLimit+1
+	for _, e := range []Entry{
+		{Name: "", Spec: "@hourly", Type: "t"},
+		{Name: "a b", Spec: "@hourly", Type: "t"},
+		{Name: "a", Spec: "nope", Type: "t"},
+		{Name: "a", Spec: "0 0 30 2 *", Type: "t"},
+		{Name: "a", Spec: "@hourly", Type: ""},
+		{Name: "a", Spec: "@hourly", Type: "t", MaxRetry: &neg},
+		{Name: "a", Spec: "@hourly", Type: "t", MaxRetry: &over},
+		{Name: "a", Spec: "@hourly", Type: "t", Timeout: -time.Second},
+		{Name: "a", Spec: "@hourly", Type: "t", Timeout: time.Microsecond},
+		{Name: "a", Spec: "@hourly", Type: "t", Queue: "no/slash"},
+	} {
+		if err := e.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalid", e, err)
 		}
 	}
 }

@@ -48,20 +48,20 @@ func (e Entry) Next(t time.Time) time.Time {
 }
 
 // Validate checks the entry's own fields and parses the spec; a spec that never fires is
-// an error. The job it enqueues (type, payload size, queue, options) is checked against a
+// an error. Its errors wrap ErrInvalid. The job it enqueues (type, payload size, queue, options) is checked against a
 // queue.Client by [Store.Add] and [New], with the checks Enqueue makes.
 func (e Entry) Validate() error {
 	if e.Name == "" || len(e.Name) > 100 || strings.ContainsFunc(e.Name, func(r rune) bool { return r <= ' ' || r == 0x7f || r == ':' }) {
-		return fmt.Errorf("cron entry name %q: 1-100 characters, no spaces, control characters or ':'", e.Name)
+		return fmt.Errorf("%w: name %q: 1-100 characters, no spaces, control characters or ':'", ErrInvalid, e.Name)
 	}
 	if _, err := parseSchedule(e.Spec); err != nil {
-		return fmt.Errorf("cron entry %s: %w", e.Name, err)
+		return fmt.Errorf("%w %s: %w", ErrInvalid, e.Name, err)
 	}
 	if _, err := e.options(time.Time{}); err != nil {
-		return fmt.Errorf("cron entry %s: %w", e.Name, err)
+		return fmt.Errorf("%w %s: %w", ErrInvalid, e.Name, err)
 	}
 	if e.Type == "" || strings.ContainsAny(e.Type, " \t\r\n") {
-		return fmt.Errorf("cron entry %s: job type %q must be non-empty, without spaces", e.Name, e.Type)
+		return fmt.Errorf("%w %s: job type %q must be non-empty, without spaces", ErrInvalid, e.Name, e.Type)
 	}
 	return nil
 }
@@ -77,7 +77,7 @@ func (e Entry) check(c *queue.Client) error {
 		err = c.Check(queue.BatchJob{Type: e.Type, Payload: []byte(e.Payload), Options: opts})
 	}
 	if err != nil {
-		return fmt.Errorf("cron entry %s: %w", e.Name, err)
+		return fmt.Errorf("%w %s: %w", ErrInvalid, e.Name, err)
 	}
 	return nil
 }
@@ -124,14 +124,15 @@ func JobID(name string, tick time.Time) string {
 }
 
 // ParseEntry reads the `--cron` form "NAME SPEC TYPE [PAYLOAD]", split like a shell
-// command line: quote SPEC when it has spaces, e.g. `nightly '0 0 3 * * *' report`.
+// command line: quote SPEC when it has spaces, e.g. `nightly '0 0 3 * * *' report`. Its
+// errors wrap ErrInvalid.
 func ParseEntry(s string) (Entry, error) {
 	words, err := shellwords.Split(s)
 	if err != nil {
-		return Entry{}, fmt.Errorf("cron entry %q: %w", s, err)
+		return Entry{}, fmt.Errorf("%w %q: %w", ErrInvalid, s, err)
 	}
 	if len(words) < 3 || len(words) > 4 {
-		return Entry{}, fmt.Errorf("cron entry %q: want NAME SPEC TYPE [PAYLOAD], with SPEC quoted when it has spaces ('*/5 * * * * *')", s)
+		return Entry{}, fmt.Errorf("%w %q: want NAME SPEC TYPE [PAYLOAD], with SPEC quoted when it has spaces ('*/5 * * * * *')", ErrInvalid, s)
 	}
 	e := Entry{Name: words[0], Spec: words[1], Type: words[2]}
 	if len(words) == 4 {

@@ -3,6 +3,7 @@ package cron
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -80,11 +81,11 @@ func TestEntryRefusedByEnqueueIsRefusedAtAdd(t *testing.T) {
 		{Entry{Name: "n\x01", Spec: "@hourly", Type: "t"}, "name"},
 	} {
 		err := st.Add(ctx, tc.e)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("Add(%q) err = %v, want one line mentioning %q", tc.e.Name, err, tc.want)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Add(%q) err = %v, want ErrInvalid, one line mentioning %q", tc.e.Name, err, tc.want)
 		}
-		if _, err := New(c, Config{Entries: []Entry{tc.e}}); err == nil {
-			t.Errorf("New(entry %q) succeeded", tc.e.Name)
+		if _, err := New(c, Config{Entries: []Entry{tc.e}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("New(entry %q) err = %v, want ErrInvalid", tc.e.Name, err)
 		}
 	}
 	if list, _ := st.List(ctx); len(list) != 0 {

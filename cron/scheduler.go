@@ -95,7 +95,7 @@ type Scheduler struct {
 }
 
 // New returns a Scheduler; it does nothing until Run. It fails on an invalid static entry
-// or two static entries with one name.
+// or two static entries with one name, with an error wrapping ErrInvalid.
 func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 	if client == nil {
 		return nil, errors.New("cron: nil queue client")
@@ -135,7 +135,7 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 			return nil, err
 		}
 		if _, dup := s.static[e.Name]; dup {
-			return nil, fmt.Errorf("cron: two entries named %q", e.Name)
+			return nil, fmt.Errorf("%w: two entries named %q", ErrInvalid, e.Name)
 		}
 		s.static[e.Name] = e
 	}

@@ -16,9 +16,6 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// ErrNotFound: no dynamic entry has that name.
-var ErrNotFound = errors.New("cron: no such entry")
-
 // Store holds the dynamic entries in Redis (jobs:{cron}:entries), which every running
 // scheduler picks up within about half a second of a change, and each entry's state.
 type Store struct {

@@ -65,6 +65,19 @@ func TestJobActions(t *testing.T) {
 func TestJobActionErrors(t *testing.T) {
 	b := setup(t, Options{})
 	ready := b.enqueue(t, "t", "x")
+	// A dead unique job whose key another job took since: its retry is refused.
+	ctx := context.Background()
+	uniq, err := b.client.Enqueue(ctx, "u", nil, queue.Unique(time.Hour), queue.UniqueKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.Cancel(ctx, "default", uniq); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := b.client.Enqueue(ctx, "u", nil, queue.Unique(time.Hour), queue.UniqueKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		path string
 		form url.Values
@@ -72,6 +85,7 @@ func TestJobActionErrors(t *testing.T) {
 		msg  string
 	}{
 		{"/jobs/" + ready + "/retry", url.Values{"queue": {"default"}}, 409, "it is ready"},
+		{"/jobs/" + uniq + "/retry", url.Values{"queue": {"default"}}, 409, "held by job " + holder},
 		{"/jobs/nope/delete", url.Values{"queue": {"default"}}, 404, "not found"},
 		{"/jobs/" + ready + "/retry", url.Values{}, 400, "form field queue"},
 		{"/jobs/" + ready + "/retry", url.Values{"queue": {"<script>"}}, 400, "form field queue"},

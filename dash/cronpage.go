@@ -123,7 +123,7 @@ func (h *Handler) cronAdd(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		err = cron.NewStore(h.client).Add(r.Context(), e)
-		if err != nil && !errors.Is(err, queue.ErrInvalid) && !errors.Is(err, queue.ErrPayloadTooLarge) {
+		if err != nil && !errors.Is(err, cron.ErrInvalid) {
 			h.audit(r, queue.AuditEntry{Action: "cron-add", Target: f.Name}, err)
 			h.failQueue(w, r, err)
 			return

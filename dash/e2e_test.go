@@ -238,7 +238,7 @@ func TestE2E(t *testing.T) {
 		p.Type(`#cron-add input[name="spec"]`, "0 25 * * *")
 		p.Type(`#cron-add input[name="type"]`, "report")
 		p.Click("#cron-add-submit")
-		p.WaitText("#cron-form-error", "cron entry nightly-report")
+		p.WaitText("#cron-form-error", "invalid entry nightly-report")
 		p.TakeProblems() // the refusal's 400 is the point here
 		if got := browsertest.Eval[string](p, `document.querySelector('#cron-add input[name="type"]').value`); got != "report" {
 			t.Errorf("after the refusal the type field holds %q, want what was typed, report", got)

@@ -177,7 +177,7 @@ func (h *Handler) failQueue(w http.ResponseWriter, r *http.Request, err error) {
 		h.fail(w, r, http.StatusBadRequest, err)
 	case errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrNoProcess):
 		h.fail(w, r, http.StatusNotFound, err)
-	case errors.Is(err, queue.ErrState):
+	case errors.Is(err, queue.ErrState), errors.Is(err, queue.ErrDuplicate):
 		h.fail(w, r, http.StatusConflict, err)
 	default:
 		h.fail(w, r, http.StatusBadGateway, fmt.Errorf("redis: %w", err))

@@ -230,10 +230,10 @@ func TestCronAdd(t *testing.T) {
 	for _, tc := range []struct {
 		field, value, want string
 	}{
-		{"spec", "61 * * * *", "cron entry hourly"},
-		{"spec", "", "cron entry hourly"},
-		{"name", "a:b", "cron entry name"},
-		{"name", "", "cron entry name"},
+		{"spec", "61 * * * *", "invalid entry hourly: cron spec"},
+		{"spec", "", "invalid entry hourly: cron spec"},
+		{"name", "a:b", "invalid entry: name"},
+		{"name", "", "invalid entry: name"},
 		{"type", "two words", "job type"},
 		{"queue", "bad queue", "queue name"},
 		{"max_retry", "many", `max retry "many": want a whole number`},

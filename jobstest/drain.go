@@ -2,6 +2,7 @@ package jobstest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -23,6 +24,10 @@ var DrainTimeout = 30 * time.Second
 // run retries to their end within the drain. Without cfg.Logger the worker's warnings
 // and errors go to t's log.
 //
+// A job whose type cfg.Handler has no handler for (worker.ErrNoHandler) fails the test
+// (t.Errorf naming the job and its type): the worker would postpone it, unrun, and the
+// drain would end with it still waiting. Drain then stops at once and returns.
+//
 // Drain checks the queues every few milliseconds: it is a test helper, where simple
 // beats clever; the worker it runs waits on its queues as in production.
 func Drain(t testing.TB, c *queue.Client, cfg worker.Config) []*queue.Job {
@@ -34,9 +39,10 @@ func Drain(t testing.TB, c *queue.Client, cfg worker.Config) []*queue.Job {
 		cfg.Queues = map[string]int{queue.DefaultQueue: 1}
 	}
 	var (
-		mu      sync.Mutex
-		started []string
-		seen    = map[string]bool{}
+		mu        sync.Mutex
+		started   []string
+		seen      = map[string]bool{}
+		unhandled []string // "type\x00queue\x00id" of jobs without a handler
 	)
 	next := cfg.Handler
 	if next == nil {
@@ -49,7 +55,13 @@ func Drain(t testing.TB, c *queue.Client, cfg worker.Config) []*queue.Job {
 			started = append(started, job.Queue+"\x00"+job.ID)
 		}
 		mu.Unlock()
-		return next.Process(ctx, job)
+		err := next.Process(ctx, job)
+		if errors.Is(err, worker.ErrNoHandler) {
+			mu.Lock()
+			unhandled = append(unhandled, job.Type+"\x00"+job.Queue+"\x00"+job.ID)
+			mu.Unlock()
+		}
+		return err
 	})
 	w, err := worker.New(c, cfg)
 	if err != nil {
@@ -64,7 +76,12 @@ func Drain(t testing.TB, c *queue.Client, cfg worker.Config) []*queue.Job {
 		queues = append(queues, q)
 	}
 	deadline := time.Now().Add(DrainTimeout)
-	for !settled(t, c, queues) {
+	noHandler := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(unhandled) > 0
+	}
+	for !noHandler() && !settled(t, c, queues) {
 		if time.Now().After(deadline) {
 			stop()
 			<-stopped
@@ -78,6 +95,11 @@ func Drain(t testing.TB, c *queue.Client, cfg worker.Config) []*queue.Job {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	for _, u := range unhandled {
+		typ, rest, _ := strings.Cut(u, "\x00")
+		q, id, _ := strings.Cut(rest, "\x00")
+		t.Errorf("jobstest: job %s of %s, type %q: no handler in cfg.Handler; the worker postponed it, unrun", id, q, typ)
+	}
 	out := make([]*queue.Job, 0, len(started))
 	for _, key := range started {
 		q, id, _ := strings.Cut(key, "\x00")

@@ -3,6 +3,7 @@ package jobstest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +29,12 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	panic(f)
 }
 
+// Errorf records the failure; the helper goes on, as with a real T.
+func (f *fakeT) Errorf(format string, args ...any) { f.failed = fmt.Sprintf(format, args...) }
+
 func (f *fakeT) Helper() {}
 
-// fails runs fn with a fakeT and reports whether it called Fatalf.
+// fails runs fn with a fakeT and reports whether it called Fatalf or Errorf.
 func fails(t *testing.T, fn func(tb testing.TB)) (failed bool) {
 	f := &fakeT{TB: t}
 	defer func() {
@@ -42,7 +46,7 @@ func fails(t *testing.T, fn func(tb testing.TB)) (failed bool) {
 		}
 	}()
 	fn(f)
-	return false
+	return f.failed != ""
 }
 
 func TestRequireEnqueued(t *testing.T) {
@@ -99,6 +103,31 @@ func TestDrainRunsJobsToTheirEnd(t *testing.T) {
 	}
 	if j, _ := c.Get(ctx, queue.DefaultQueue, later); j == nil || j.State != queue.StateScheduled {
 		t.Errorf("a job due in an hour was not left waiting: %+v", j)
+	}
+}
+
+// A job whose type cfg.Handler does not handle would be postponed, unrun, and left
+// waiting: Drain fails the test naming it, instead of returning as if all had run.
+func TestDrainFailsOnAJobWithoutHandler(t *testing.T) {
+	c := NewClient(t, queue.Config{})
+	ctx := context.Background()
+	mux := worker.NewMux()
+	mux.HandleFunc("known", func(context.Context, *queue.Job) error { return nil })
+	id, err := c.Enqueue(ctx, "unknown", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeT{TB: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != f {
+				panic(r)
+			}
+		}()
+		Drain(f, c, worker.Config{Handler: mux})
+	}()
+	if !strings.Contains(f.failed, id) || !strings.Contains(f.failed, `"unknown"`) || !strings.Contains(f.failed, "no handler") {
+		t.Errorf("Drain with a job of a type without handler: failure %q, want one naming job %s, its type and no handler", f.failed, id)
 	}
 }
 

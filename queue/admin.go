@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -223,8 +224,13 @@ func (c *Client) latencies(ctx context.Context, qs []string, heads [][]string, n
 var ErrState = errors.New("queue: job is in the wrong state")
 
 // Retry makes a dead, retry or scheduled job ready now. A dead job gets a fresh attempt
-// budget. Active, ready and done jobs are refused with ErrState; an unknown ID is
-// ErrNotFound.
+// budget. A dead job that died waiting for its dependencies (cancelled, or a dependency
+// died) goes back to waiting for those that have not ended yet, and is ready only when
+// none is left (one that died meanwhile does not kill it again: the retry is the
+// operator's call). A dead unique job takes its unique key back for its unique TTL; when
+// another job holds the key now (its release let that one in), Retry refuses with an
+// error wrapping ErrDuplicate that names the holder, and the job stays dead. Active,
+// ready, waiting and done jobs are refused with ErrState; an unknown ID is ErrNotFound.
 func (c *Client) Retry(ctx context.Context, queue, id string) error {
 	res, err := c.retry(ctx, queue, "", []string{id})
 	if err != nil {
@@ -233,10 +239,12 @@ func (c *Client) Retry(ctx context.Context, queue, id string) error {
 	return stateResult("retry", id, res[0])
 }
 
-// RetryAllDead makes every dead job of queue ready now, in batches of 1000, and returns
-// how many it moved. It retries the jobs dead when it starts: a job that dies again
-// meanwhile (a poison job, with workers running) enters the dead set with a later score
-// and is left there, so the call always ends.
+// RetryAllDead makes every dead job of queue ready now (or waiting, as Retry does), in
+// batches of 1000, and returns how many it moved. It retries the jobs dead when it
+// starts: a job that dies again meanwhile (a poison job, with workers running) enters the
+// dead set with a later score and is left there, so the call always ends. Unique jobs
+// whose key another job holds now are left dead, and the error (wrapping ErrDuplicate)
+// says how many, naming the first.
 func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return 0, err
@@ -247,9 +255,12 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 		return 0, fmt.Errorf("retry dead of %s: %w", queue, err)
 	}
 	total := 0
+	var kept int64      // refused unique jobs: still dead
+	var skip int64      // entries read and left in the set (kept, stale): the next read's offset
+	var firstKept error // the first of them, for the error
 	for left > 0 {
 		ids, err := c.rdb.ZRangeByScore(ctx, qk.dead, &redis.ZRangeBy{Min: "-inf", Max: maxScore,
-			Count: min(left, 1000)}).Result()
+			Offset: skip, Count: min(left, 1000)}).Result()
 		if err != nil {
 			return total, fmt.Errorf("retry dead of %s: %w", queue, err)
 		}
@@ -262,15 +273,31 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 			return total, err
 		}
 		moved := 0
-		for _, r := range res {
-			if r == "ready" {
+		var stale []any
+		for i, r := range res {
+			switch {
+			case r == "ready" || r == "waiting":
 				moved++
+			case strings.HasPrefix(r, "unique:"):
+				kept++
+				skip++
+				if firstKept == nil {
+					firstKept = stateResult("retry", ids[i], r)
+				}
+			default:
+				stale = append(stale, ids[i])
 			}
 		}
 		total += moved
-		if moved == 0 { // only stale entries left (their hashes expired): drop them
-			c.rdb.ZRem(ctx, qk.dead, toAny(ids)...)
+		if moved == 0 && len(stale) > 0 { // only stale entries left (their hashes expired): drop them
+			c.rdb.ZRem(ctx, qk.dead, stale...)
+		} else {
+			skip += int64(len(stale))
 		}
+	}
+	if kept > 0 {
+		return total, fmt.Errorf("retry dead of %s: %d left dead, their unique key held by another job; the first: %w",
+			queue, kept, firstKept)
 	}
 	return total, nil
 }
@@ -297,10 +324,14 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 	}
 	qk := c.keys.queue(queue)
 	args := append([]any{qk.jobPrefix, string(from), c.eventsMax()}, toAny(ids)...)
-	res, err := c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake, qk.events},
-		args...).StringSlice()
+	var res []string
+	err := sent(ctx, "retry in "+queue, func() (err error) {
+		res, err = c.run(ctx, scripts.Retry, []string{qk.scheduled, qk.retry, qk.dead, qk.ready, qk.wake, qk.events, qk.waiting},
+			args...).StringSlice()
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("retry in %s: %w", queue, err)
+		return nil, err
 	}
 	if len(res) != len(ids) {
 		return nil, fmt.Errorf("retry in %s: %w", queue, errBadReply)
@@ -320,10 +351,14 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 		return "", err
 	}
 	qk := c.keys.queue(queue)
-	res, err := c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.events},
-		qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue, c.eventsMax()).Text()
+	var res string
+	err := sent(ctx, "cancel "+id, func() (err error) {
+		res, err = c.run(ctx, scripts.Cancel, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.events},
+			qk.jobPrefix, ms(c.cfg.DeadRetention), c.cfg.DeadMax, id, c.keys.cancelChannel(), queue, c.eventsMax()).Text()
+		return err
+	})
 	if err != nil {
-		return "", fmt.Errorf("cancel %s: %w", id, err)
+		return "", err
 	}
 	switch res {
 	case "dead":
@@ -337,8 +372,10 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 // stateResult maps a script's "missing" / "not:<state>" answer to an error.
 func stateResult(op, id, res string) error {
 	switch {
-	case res == "ready" || res == "dead":
+	case res == "ready" || res == "dead" || res == "waiting":
 		return nil
+	case strings.HasPrefix(res, "unique:"):
+		return fmt.Errorf("%s %s: %w: its unique key is held by job %s now", op, id, ErrDuplicate, res[len("unique:"):])
 	case res == "missing":
 		return fmt.Errorf("%s %s: %w", op, id, ErrNotFound)
 	case len(res) > 4 && res[:4] == "not:":
@@ -365,10 +402,9 @@ func (c *Client) pause(ctx context.Context, op, queue string, on bool) error {
 		return err
 	}
 	qk := c.keys.queue(queue)
-	if err := c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events}, flag(on), c.eventsMax()).Err(); err != nil {
-		return fmt.Errorf("%s %s: %w", op, queue, err)
-	}
-	return nil
+	return sent(ctx, op+" "+queue, func() error {
+		return c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events}, flag(on), c.eventsMax()).Err()
+	})
 }
 
 // Purge deletes every job of queue in state (not active: cancel those), in batches of
@@ -441,26 +477,32 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 			return nil, err
 		}
 	}
-	// MULTI/EXEC: each queue's counts are one snapshot (a job moving between two of its
-	// states while the counts are read would otherwise be counted in neither, or twice).
-	// A queue's keys share a slot; on a cluster go-redis runs one MULTI per slot. The
-	// keys' lists are counted after it, outside the snapshot.
-	pipe := c.rdb.TxPipeline()
-	type cmds struct{ ready, scheduled, active, retry, dead, waiting, keys *redis.IntCmd }
-	cs := make([]cmds, len(queues))
+	// One read-only script per queue (depths.lua), pipelined: each queue's counts are one
+	// snapshot, and unlike a MULTI it runs on a Redis over maxmemory. The keys' lists are
+	// counted after it, outside the snapshot.
+	calls := make([]*scriptCall, len(queues))
 	for i, q := range queues {
 		k := c.keys.queue(q)
-		cs[i] = cmds{pipe.LLen(ctx, k.ready), pipe.ZCard(ctx, k.scheduled), pipe.ZCard(ctx, k.active),
-			pipe.ZCard(ctx, k.retry), pipe.ZCard(ctx, k.dead), pipe.ZCard(ctx, k.waiting), pipe.ZCard(ctx, k.ring)}
+		calls[i] = &scriptCall{script: scripts.Depths, keys: []string{k.ready, k.scheduled, k.active, k.retry, k.dead, k.waiting, k.ring}}
 	}
-	if len(queues) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("depths: %w", err)
+	if len(calls) > 0 {
+		c.runScripts(ctx, nil, calls)
+	}
+	type counts struct{ ready, scheduled, active, retry, dead, waiting, keys int64 }
+	cs := make([]counts, len(queues))
+	for i, call := range calls {
+		v, err := call.cmd.Int64Slice()
+		if err != nil {
+			return nil, fmt.Errorf("depths of %s: %w", queues[i], err)
 		}
+		if len(v) != 7 {
+			return nil, fmt.Errorf("depths of %s: %w", queues[i], errBadReply)
+		}
+		cs[i] = counts{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}
 	}
 	var keyed []string
 	for i, q := range queues {
-		if cs[i].keys.Val() > 0 {
+		if cs[i].keys > 0 {
 			keyed = append(keyed, q)
 		}
 	}
@@ -477,8 +519,8 @@ func (c *Client) Depths(ctx context.Context, queues []string) (map[string]map[St
 	out := make(map[string]map[State]int64, len(queues))
 	for i, q := range queues {
 		x := cs[i]
-		out[q] = map[State]int64{StateReady: x.ready.Val() + keyedReady[q], StateScheduled: x.scheduled.Val(),
-			StateActive: x.active.Val(), StateRetry: x.retry.Val(), StateDead: x.dead.Val(), StateWaiting: x.waiting.Val()}
+		out[q] = map[State]int64{StateReady: x.ready + keyedReady[q], StateScheduled: x.scheduled,
+			StateActive: x.active, StateRetry: x.retry, StateDead: x.dead, StateWaiting: x.waiting}
 	}
 	return out, nil
 }
@@ -491,10 +533,14 @@ func (c *Client) Delete(ctx context.Context, queue, id string) error {
 		return err
 	}
 	qk := c.keys.queue(queue)
-	res, err := c.run(ctx, scripts.Delete, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.done, qk.events},
-		qk.jobPrefix, id, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Text()
+	var res string
+	err := sent(ctx, "delete "+id, func() (err error) {
+		res, err = c.run(ctx, scripts.Delete, []string{qk.scheduled, qk.retry, qk.ready, qk.dead, qk.done, qk.events},
+			qk.jobPrefix, id, c.eventsMax(), ms(c.cfg.DeadRetention), c.cfg.DeadMax).Text()
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", id, err)
+		return err
 	}
 	if res == "deleted" {
 		return nil

@@ -38,12 +38,10 @@ type AuditEntry struct {
 // Audit appends e to the audit log (its At and ID are set by Redis), keeping about
 // AuditMax entries.
 func (c *Client) Audit(ctx context.Context, e AuditEntry) error {
-	err := c.run(ctx, scripts.Audit, []string{c.keys.audit()}, AuditMax, e.Who, e.Action, e.Queue, e.Target,
-		e.Count, e.Detail).Err()
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", e.Action, err)
-	}
-	return nil
+	return sent(ctx, "audit "+e.Action, func() error {
+		return c.run(ctx, scripts.Audit, []string{c.keys.audit()}, AuditMax, e.Who, e.Action, e.Queue, e.Target,
+			e.Count, e.Detail).Err()
+	})
 }
 
 // AuditLog returns up to n entries of the audit log, newest first, older than before (an

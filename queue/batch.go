@@ -117,6 +117,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, jobs []BatchJob) ([]BatchResu
 		}
 		prep[i] = p
 	}
+	if err := checkCycles(prep); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -193,6 +196,13 @@ func (c *Client) enqueuePrepared(ctx context.Context, jobs []prepared) []BatchRe
 // nonce, stored in those jobs' hashes: if go-redis resends the call after a lost reply,
 // the script recognizes its own jobs instead of reporting them as duplicates.
 func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
+	if len(chunk) == 1 {
+		if p := &jobs[chunk[0]]; p.oneJobPath() {
+			// The script's one-job path (most Enqueue calls): 8 arguments, not 20.
+			return []any{qk.jobPrefix, "", c.eventsMax(), p.typ, orDefault(p.o.maxRetry, DefaultMaxRetry),
+				orDefault(ms(p.o.timeout), DefaultTimeout.Milliseconds()), p.id, p.payload}
+		}
+	}
 	args := make([]any, 3, 14+2*len(chunk))
 	args[0], args[1], args[2] = qk.jobPrefix, "", c.eventsMax()
 	for _, i := range chunk {
@@ -221,6 +231,13 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 	}
 	args[at] = count
 	return args
+}
+
+// oneJobPath reports whether p, alone in its call, takes enqueue.lua's one-job path: due
+// now, a generated ID, and no option but max_retry and timeout (its group is just those).
+func (p *prepared) oneJobPath() bool {
+	g := p.group()
+	return g == group{typ: p.typ, maxRetry: p.o.maxRetry, timeout: ms(p.o.timeout), fresh: true}
 }
 
 // orDefault is v as an argument of enqueue.lua, or "" when it is def: the script leaves a

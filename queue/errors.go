@@ -55,7 +55,9 @@ func settled(code int64) error {
 
 // ErrUncertain: a call was sent to Redis but its reply never came (the context ended, the
 // connection broke, a timeout passed), so what it did is unknown: the job may or may not
-// have been enqueued, the ack may or may not have been applied. The error wraps the cause
+// have been enqueued, the ack may or may not have been applied, the operator's change
+// (Cancel, Retry, RetryAllDead, Delete, Purge, Pause, Resume, SetLimit and the other
+// limit calls, Quiet, Stop, Audit) may or may not have been made. The error wraps the cause
 // too, so errors.Is(err, context.DeadlineExceeded) also holds. A context that ended before
 // the call was sent gives its plain error instead (context.Canceled,
 // context.DeadlineExceeded): nothing was written.
@@ -73,16 +75,25 @@ func outcome(ctx context.Context, op string, err error) error {
 	if notSent(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	cerr := ctx.Err()
-	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
-		// go-redis sets the connection's read deadline to ctx's: its i/o timeout can come
-		// a moment before ctx's own timer marks ctx done.
-		cerr = context.DeadlineExceeded
-	}
+	cerr := ctxEnded(ctx)
 	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%s: %w: %w (%w)", op, ErrUncertain, cerr, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUncertain, err)
+}
+
+// sent runs do, one script call of op that changes something (an operator's call: Retry,
+// Cancel, Pause, SetLimit, Purge, ...), and returns its error as outcome does, wrapping
+// ErrUncertain when the call may have run; a ctx that had ended before the call gives
+// its plain error (nothing was sent).
+func sent(ctx context.Context, op string, do func() error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := do(); err != nil {
+		return outcome(ctx, op, err)
+	}
+	return nil
 }
 
 // notSent reports whether err proves that the call did not run: an error reply from Redis,
@@ -92,4 +103,18 @@ func notSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &re) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
 		errors.As(err, &op) && op.Op == "dial"
+}
+
+// ctxEnded is ctx's error when ctx has ended, or context.DeadlineExceeded when its
+// deadline has passed and its timer has not marked it done yet: go-redis sets the
+// connection's read deadline to ctx's (ContextTimeoutEnabled), so its i/o timeout can come
+// that moment before ctx.Err does. nil while ctx runs.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

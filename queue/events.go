@@ -121,40 +121,84 @@ func (e *GapError) Unwrap() error { return ErrEventsGap }
 // yields the events after from, in commit order per queue, and then waits for new ones
 // with blocking reads (no polling) until ctx ends or the loop stops. On a Redis Cluster,
 // where queues live on different nodes, it reads each queue on its own node at once.
+// Following every queue, it also takes up the queues created while it runs, from their
+// first event: it reads the queue set again every eventsQueuesEvery (2s).
 //
 // from is a cursor: "" or "$" for new events only; "0" for everything the streams still
 // hold; an Event.Cursor or an entry ID ("1733380000123-0") to resume right after it (an
 // entry ID with "/k", k >= 1, as Event.Cursor has inside an entry: after its first k
 // events); or a time in Unix milliseconds ("1733380000123") for the events from then
-// on, whatever the streams still hold of them (no gap is reported before the first). A
-// queue that a several-queue cursor does not name starts with new events. A malformed
-// cursor is an error wrapping ErrInvalid (see [ValidateCursor]).
+// on, whatever the streams still hold of them (no gap is reported before the first).
+// Resuming every queue from a several-queue cursor, a queue the cursor does not name
+// (created after it was written) is read from its start; a queue given in queues that
+// the cursor does not name starts with new events. A malformed cursor is an error
+// wrapping ErrInvalid (see [ValidateCursor]).
 //
-// The sequence ends with one error: ctx's when it ends, a Redis error, or a *GapError
+// The sequence ends with one error: ctx's when it ends (errors.Is(err,
+// context.DeadlineExceeded) after its deadline), a Redis error, or a *GapError
 // (errors.Is ErrEventsGap) when Redis dropped events this reader had not read yet: a
-// resumed reader never skips events silently. The events are the ones written by every
-// Client whose Config.Events is not negative, whatever this Client's setting.
+// resumed reader never skips events silently. After a Redis error (a restart, a lost
+// connection), call Events again from the last event's Cursor: nothing is lost that the
+// streams still hold (see the example). The events are the ones written by every Client
+// whose Config.Events is not negative, whatever this Client's setting.
 func (c *Client) Events(ctx context.Context, queues []string, from string) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
+		everyQueue := len(queues) == 0
 		cur, err := c.startCursor(ctx, queues, from)
 		if err != nil {
-			yield(Event{}, err)
+			yield(Event{}, cmp.Or(ctxEnded(ctx), err))
 			return
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		out := make(chan readOut)
-		for _, group := range c.eventGroups(cur.queues) {
-			pos := make(map[string]position, len(group))
-			for _, q := range group {
-				pos[q] = cur.pos[q]
+		// The readers of one generation share rctx and out; a new queue on a single node
+		// starts a new generation (one XREAD spans every queue there), whose readers
+		// resume from cur, what this loop delivered.
+		var gen struct {
+			ctx  context.Context
+			stop context.CancelFunc
+			out  chan readOut
+		}
+		newGeneration := func() {
+			gen.ctx, gen.stop = context.WithCancel(ctx)
+			gen.out = make(chan readOut)
+		}
+		newGeneration()
+		defer func() { gen.stop() }()
+		followFrom := func(qs []string) {
+			for _, group := range c.eventGroups(qs) {
+				pos := make(map[string]position, len(group))
+				for _, q := range group {
+					pos[q] = cur.pos[q]
+				}
+				go c.follow(gen.ctx, group, pos, gen.out)
 			}
-			go c.follow(rctx, group, pos, out)
+		}
+		followFrom(cur.queues)
+		var queueSet <-chan time.Time
+		if everyQueue {
+			t := time.NewTicker(eventsQueuesEvery)
+			defer t.Stop()
+			queueSet = t.C
 		}
 		for {
 			var r readOut
 			select {
-			case r = <-out:
+			case r = <-gen.out:
+			case <-queueSet:
+				added, err := c.addNewQueues(ctx, &cur)
+				if err != nil {
+					yield(Event{}, cmp.Or(ctxEnded(ctx), err))
+					return
+				}
+				switch {
+				case len(added) == 0:
+				case c.clusterWait != nil: // one reader per queue already
+					followFrom(added)
+				default:
+					gen.stop()
+					newGeneration()
+					followFrom(cur.queues)
+				}
+				continue
 			case <-ctx.Done():
 				yield(Event{}, ctx.Err())
 				return
@@ -168,7 +212,8 @@ func (c *Client) Events(ctx context.Context, queues []string, from string) iter.
 				return
 			}
 			if r.err != nil {
-				yield(Event{}, r.err)
+				// A read cut by ctx's deadline is ctx's end, not a Redis error.
+				yield(Event{}, cmp.Or(ctxEnded(ctx), r.err))
 				return
 			}
 			for _, e := range r.events {
@@ -180,6 +225,36 @@ func (c *Client) Events(ctx context.Context, queues []string, from string) iter.
 			}
 		}
 	}
+}
+
+// eventsQueuesEvery is how often a reader of every queue reads the queue set again
+// (jobs:queues, one SMEMBERS) to follow the queues created since. As eventsBlock: an idle
+// reader sends its blocking XREAD again that often anyway, so an idle reader makes one
+// more small call per round, and a new queue's first events show within about 2s (none
+// is lost: a new queue is read from its start).
+const eventsQueuesEvery = eventsBlock
+
+// addNewQueues adds the known queues cur does not follow yet to it, each at its stream's
+// start (gap checked: events trimmed before this reader saw the queue are reported), and
+// returns them.
+func (c *Client) addNewQueues(ctx context.Context, cur *cursor) ([]string, error) {
+	known, err := c.Queues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	var added []string
+	for _, q := range known {
+		if _, ok := cur.pos[q]; ok || ValidateQueue(q) != nil {
+			continue
+		}
+		cur.pos[q] = position{checked: true}
+		added = append(added, q)
+	}
+	if len(added) > 0 {
+		cur.queues = append(cur.queues, added...)
+		slices.Sort(cur.queues)
+	}
+	return added, nil
 }
 
 // position is where a reader stands in one queue's stream: after entry id, or, when read
@@ -291,15 +366,14 @@ func (c *Client) startCursor(ctx context.Context, queues []string, from string) 
 	if err != nil {
 		return cursor{}, err
 	}
-	if len(queues) == 0 && len(named) > 0 {
-		for q := range named {
-			queues = append(queues, q)
-		}
-	}
-	if len(queues) == 0 {
+	everyQueue := len(queues) == 0
+	if everyQueue {
 		var err error
 		if queues, err = c.Queues(ctx); err != nil {
 			return cursor{}, err
+		}
+		for q := range named {
+			queues = append(queues, q)
 		}
 		if len(queues) == 0 {
 			return cursor{}, errors.New("events: no queue to follow yet (no job was ever enqueued): name one")
@@ -319,6 +393,9 @@ func (c *Client) startCursor(ctx context.Context, queues []string, from string) 
 			cur.pos[q] = p
 		case all != nil:
 			cur.pos[q] = *all
+		case everyQueue && len(named) > 0:
+			// Created after the cursor was written: nothing of it was read yet.
+			cur.pos[q] = position{checked: true}
 		default:
 			latest = append(latest, q)
 		}

@@ -83,21 +83,25 @@ func (c *Client) follow(ctx context.Context, queues []string, pos map[string]pos
 	}
 }
 
-// readEventsOnce reads up to eventsBatch entries of each stream after pos, atomically
-// with each stream's XINFO, and advances pos to the last entry read. A position inside
-// an entry (a cursor "ID/k") first reads the rest of that entry (XRANGE ID ID) in the
-// same MULTI. full: some stream had more to read.
+// readEventsOnce reads up to eventsBatch entries of each stream after pos, checks that
+// none was trimmed unread (see readGap), and advances pos to the last entry read. A
+// position inside an entry (a cursor "ID/k") first reads the rest of that entry (XRANGE
+// ID ID). full: some stream had more to read.
+//
+// One plain pipeline, in this order: the rests, the XREAD, then each stream's XINFO. Not
+// a MULTI, which Redis 7 refuses whole while it is over maxmemory, read-only as it is: the
+// XINFO after the read is enough, since a stream is trimmed from its oldest entry only
+// and its first entry never moves back (see readGap).
 func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[string]position) (readOut, bool) {
 	keyOf := make(map[string]string, len(queues))
 	streams := make([]string, 0, 2*len(queues))
 	infos := make([]*redis.XInfoStreamCmd, len(queues))
 	rests := make([]*redis.XMessageSliceCmd, len(queues))
-	pipe := c.rdb.TxPipeline()
+	pipe := c.rdb.Pipeline()
 	for i, q := range queues {
 		k := c.keys.queue(q).events
 		keyOf[k] = q
 		streams = append(streams, k)
-		infos[i] = pipe.XInfoStream(ctx, k)
 		if p := pos[q]; p.read > 0 {
 			rests[i] = pipe.XRange(ctx, k, p.id.String(), p.id.String())
 		}
@@ -106,21 +110,27 @@ func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[st
 		streams = append(streams, pos[q].id.String())
 	}
 	read := pipe.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: eventsBatch, Block: -1})
+	for i := range queues {
+		infos[i] = pipe.XInfoStream(ctx, streams[i])
+	}
 	_, _ = pipe.Exec(ctx)
-	for i, q := range queues {
-		info, err := infos[i].Result()
-		if err != nil {
-			if isNoSuchKey(err) {
-				continue // no stream yet: nothing written, nothing lost
-			}
-			return readOut{err: fmt.Errorf("read events of %s: %w", q, err)}, false
-		}
-		if first, gap := gapAfter(pos[q], info); gap {
-			return readOut{gap: &GapError{Queue: q, First: first.String()}, gapFirst: first}, false
-		}
+	res, err := read.Result()
+	if errors.Is(err, redis.Nil) {
+		err, res = nil, nil
+	}
+	if err != nil {
+		return readOut{err: fmt.Errorf("read events of %s: %w", strings.Join(queues, ", "), err)}, false
+	}
+	full := false
+	got := map[string][]redis.XMessage{}
+	for _, s := range res {
+		q := keyOf[s.Stream]
+		full = full || len(s.Messages) >= eventsBatch
+		got[q] = s.Messages
 	}
 	// The rest of each entry a position is inside: its events after the first p.read.
 	rest := map[string][]Event{}
+	restFound := map[string]bool{}
 	for i, q := range queues {
 		if rests[i] == nil {
 			continue
@@ -131,31 +141,35 @@ func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[st
 		}
 		p := pos[q]
 		for _, m := range msgs {
-			evs := decodeEntry(q, m)
-			for _, e := range evs {
+			restFound[q] = true
+			for _, e := range decodeEntry(q, m) {
 				if e.idx >= p.read {
 					rest[q] = append(rest[q], e)
 				}
 			}
 		}
-		pos[q] = position{id: p.id, checked: true}
 	}
-	res, err := read.Result()
-	if errors.Is(err, redis.Nil) {
-		err, res = nil, nil
-	}
-	if err != nil {
-		return readOut{err: fmt.Errorf("read events of %s: %w", strings.Join(queues, ", "), err)}, false
+	for i, q := range queues {
+		info, err := infos[i].Result()
+		if err != nil {
+			if isNoSuchKey(err) {
+				continue // no stream yet: nothing written, nothing lost
+			}
+			return readOut{err: fmt.Errorf("read events of %s: %w", q, err)}, false
+		}
+		var next string // the first entry the XREAD gave
+		if ms := got[q]; len(ms) > 0 {
+			next = ms[0].ID
+		}
+		if first, gap := readGap(pos[q], restFound[q], next, info); gap {
+			return readOut{gap: &GapError{Queue: q, First: first.String()}, gapFirst: first}, false
+		}
 	}
 	var r readOut
-	full := false
-	got := map[string][]redis.XMessage{}
-	for _, s := range res {
-		q := keyOf[s.Stream]
-		full = full || len(s.Messages) >= eventsBatch
-		got[q] = s.Messages
-	}
 	for _, q := range queues {
+		if p := pos[q]; p.read > 0 {
+			pos[q] = position{id: p.id, checked: true}
+		}
 		r.events = append(r.events, rest[q]...)
 		for _, m := range got[q] {
 			sid, ok := parseStreamID(m.ID)
@@ -167,6 +181,34 @@ func (c *Client) readEventsOnce(ctx context.Context, queues []string, pos map[st
 		}
 	}
 	return r, full
+}
+
+// readGap reports whether a read from p lost entries, given what it got: whether the
+// rest of p's entry was found (p.read > 0), the first entry the XREAD returned after p
+// (next, "" for none), and the stream's XINFO taken after both. It answers as gapAfter
+// would on the stream as it was at the read: trimming removes the oldest entries only, so
+// a first entry at or before p after the read was so at the read too (no gap); else the
+// stream's first entry at the read was next, when the XREAD returned one, and p's own
+// entry is gone when its rest was not found. A trim of entries after p between the read
+// and the XINFO, a stream so close to losing unread events it moves on, can make this
+// report a gap gapAfter would not have: a false alarm, never a silent loss.
+func readGap(p position, restFound bool, next string, info *redis.XInfoStream) (streamID, bool) {
+	if p.read > 0 {
+		if !restFound {
+			return gapAfter(p, info) // p's entry is gone: a gap if it was trimmed
+		}
+		p.read = 0 // the rest is read: from here on, after p's entry
+	}
+	if next == "" {
+		// Nothing after p at the read: nothing after p could be trimmed before it (the
+		// newest entry always stays).
+		return streamID{}, false
+	}
+	at := *info
+	if first, ok := parseStreamID(cmp.Or(info.FirstEntry.ID, info.RecordedFirstEntryID)); ok && first.compare(p.id) > 0 {
+		at.FirstEntry.ID = next // the stream's first entry at the read
+	}
+	return gapAfter(p, &at)
 }
 
 // gapAfter reports whether the stream described by info lost entries a reader at p has

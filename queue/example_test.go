@@ -73,6 +73,57 @@ func ExampleClient_Events() {
 	// cancelled report true
 }
 
+// A follower that must see every event survives Redis failing (a restart, a lost
+// connection: Events then ends with a Redis error) by calling Events again from the
+// cursor of the last event it handled, after a pause that grows while Redis stays away.
+func ExampleClient_Events_resume() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-events-resume"})
+	if err != nil {
+		panic(err)
+	}
+	for _, typ := range []string{"a", "b", "c"} {
+		_, _ = client.Enqueue(ctx, typ, nil)
+	}
+
+	cursor := "0" // a real follower stores it with what it did of each event
+	pause := 100 * time.Millisecond
+	for handled := 0; handled < 3; {
+		var failed error
+		for ev, err := range client.Events(ctx, nil, cursor) {
+			var gap *queue.GapError
+			if errors.As(err, &gap) {
+				// Redis trimmed events before they were read: they are lost. Say so,
+				// and go on with what the streams hold (or stop: the caller's choice).
+				fmt.Println("lost events:", gap)
+				cursor = gap.Resume
+				break
+			}
+			if err != nil {
+				failed = err
+				break
+			}
+			fmt.Println(ev.Name, ev.Type)
+			cursor, pause = ev.Cursor, 100*time.Millisecond
+			if handled++; handled == 3 {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			break // ctx ended: the follower stops
+		}
+		if failed != nil {
+			time.Sleep(pause) // Redis failed: try again from cursor
+			pause = min(2*pause, 5*time.Second)
+		}
+	}
+	// Output:
+	// enqueued a
+	// enqueued b
+	// enqueued c
+}
+
 func ExampleClient_Wait() {
 	ctx := context.Background()
 	client, err := queue.NewClient(exampleRedis(), queue.Config{Prefix: "example-wait"})

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"bytes"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -271,4 +273,116 @@ func TestClusterHandedJobPoppedLateIsKept(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A handed job's hash and the Job its worker gets are those of a claim of one, whatever
+// the payload's size (one piece, several, one large field) and options: the hand-off
+// writes the hash once, already claimed, and builds the hand entry from what it wrote,
+// with nothing read back. The ready list it pushed on and took the job off again is gone.
+func TestHandOffWritesWhatAClaimWrites(t *testing.T) {
+	c := setup(t, Config{DoneRetention: -1})
+	qk := c.keys.queue("default")
+	// Fields a claim sets per call, not from the job: compared by their shape below.
+	perCall := []string{"lease", "started_at", "created_at"}
+	for _, size := range []int{0, 64, 100, 200, 5000} {
+		payload := []byte(strings.Repeat("p", size))
+		for _, opts := range [][]Option{nil, {MaxRetry(3), Timeout(time.Minute)}} {
+			claimedID, err := c.Enqueue(ctx, "t", payload, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed := claimOne(t, c, "default", 30*time.Second, "w1")
+			c.rdb.Del(ctx, qk.wake) // the claimed job's token, which no Wait took
+			w := c.broker().Waiter("w1", 30*time.Second)
+			register(t, c, "default", &w)
+			handedID, err := c.Enqueue(ctx, "t", payload, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, handed, err := c.broker().WaitHanded(ctx, []string{"default"}, time.Second, &w)
+			if err != nil || handed == nil || handed.ID != handedID {
+				t.Fatalf("payload %d, %d options: WaitHanded() = %v, %v; want the handed job", size, len(opts), handed, err)
+			}
+			a, b := c.rdb.HGetAll(ctx, qk.job(claimedID)).Val(), c.rdb.HGetAll(ctx, qk.job(handedID)).Val()
+			for _, f := range perCall {
+				if (a[f] == "") != (b[f] == "") {
+					t.Errorf("payload %d, %d options: field %s claimed %q, handed %q", size, len(opts), f, a[f], b[f])
+				}
+				delete(a, f)
+				delete(b, f)
+			}
+			if !maps.Equal(a, b) {
+				t.Errorf("payload %d, %d options: claimed job's hash %v, handed job's %v; want the same", size, len(opts), a, b)
+			}
+			if !bytes.Equal(handed.Payload, payload) || handed.Type != claimed.Type || handed.MaxRetry != claimed.MaxRetry ||
+				handed.Timeout != claimed.Timeout || handed.Attempt != 1 || handed.Worker != "w1" ||
+				handed.State != StateActive || !handed.CreatedAt.Equal(handed.CreatedAt.Truncate(time.Millisecond)) {
+				t.Errorf("payload %d, %d options: handed %+v, claimed %+v", size, len(opts), handed, claimed)
+			}
+			if n := c.rdb.Exists(ctx, qk.ready, qk.wake).Val(); n != 0 {
+				t.Errorf("payload %d, %d options: ready or wake exists after a hand-off", size, len(opts))
+			}
+			for _, j := range []*Job{claimed, handed} {
+				if err := c.broker().Ack(ctx, j, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// A hand-off that Redis refuses writes nothing and leaves the waiter registered: on a full
+// Redis (the hand list's LPUSH is the call's first write, which Redis at maxmemory
+// refuses) and with a wrong-typed events stream (its XADD fails after the LPUSH, which is
+// taken back).
+func TestHandOffRefusedWritesNothing(t *testing.T) {
+	if redistest.ClusterMode() {
+		t.Skip("starts its own single redis-server")
+	}
+	srv, err := redistest.Start("--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qk := c.keys.queue("idle")
+	w := c.broker().Waiter("w1", 30*time.Second)
+	register(t, c, "idle", &w)
+	nothingWritten := func(what string) {
+		t.Helper()
+		if n := c.rdb.Exists(ctx, qk.ready, qk.wake, qk.active, qk.hand(w.Worker)).Val(); n != 0 {
+			t.Errorf("%s: %d of ready, wake, active and the hand list exist, want none", what, n)
+		}
+		if keys := c.rdb.Keys(ctx, qk.jobPrefix+"*").Val(); len(keys) != 0 {
+			t.Errorf("%s: job hashes %v written", what, keys)
+		}
+		if n := c.rdb.ZCard(ctx, qk.waiters).Val(); n != 1 {
+			t.Errorf("%s: %d waiters registered, want the one, still", what, n)
+		}
+	}
+
+	c.rdb.Set(ctx, qk.events, "not a stream", 0)
+	if _, err := c.Enqueue(ctx, "a", nil, On("idle")); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Enqueue() with events of the wrong type err = %v, want WRONGTYPE", err)
+	}
+	nothingWritten("events of the wrong type")
+	c.rdb.Del(ctx, qk.events)
+
+	// Filled by jobs of the size of the one handed: client buffers count in Redis's
+	// memory, so a smaller call could pass where a larger one was refused.
+	payload := []byte(strings.Repeat("p", 200))
+	var refused error
+	for n := 0; n < 100000 && refused == nil; n++ {
+		_, refused = c.Enqueue(ctx, "fill", payload) // on default: ready is not empty after the first
+	}
+	if refused == nil || !strings.Contains(refused.Error(), "OOM") {
+		t.Fatalf("filling Redis: err = %v, want Redis's OOM refusal", refused)
+	}
+	if _, err := c.Enqueue(ctx, "fill", payload, On("idle")); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("Enqueue() on a full Redis with a waiter err = %v, want Redis's OOM refusal", err)
+	}
+	nothingWritten("full Redis")
 }

@@ -23,11 +23,11 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*Job, error) {
 	}
 	last, err := c.lastEventIDs(ctx, []string{queue})
 	if err != nil {
-		return nil, err
+		return nil, waitErr(ctx, id, err)
 	}
 	from := last[0].String()
 	if j, err := c.Get(ctx, queue, id); err != nil || finished(j) {
-		return j, err
+		return j, waitErr(ctx, id, err)
 	}
 	for {
 		var gap *GapError
@@ -52,7 +52,7 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*Job, error) {
 				return &Job{ID: id, Queue: queue, Type: e.Type, State: StateDone, Attempt: e.Attempt,
 					Worker: e.Worker, FinishedAt: e.At}, nil
 			case err != nil || finished(j):
-				return j, err
+				return j, waitErr(ctx, id, err)
 			}
 			// A cancel of a running job (its end comes later), or a purge of other jobs.
 		}
@@ -61,7 +61,7 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*Job, error) {
 		}
 		// The job's end may be among the events lost: look at the job itself.
 		if j, err := c.Get(ctx, queue, id); err != nil || finished(j) {
-			return j, err
+			return j, waitErr(ctx, id, err)
 		}
 		from = gap.Resume
 	}
@@ -69,3 +69,15 @@ func (c *Client) Wait(ctx context.Context, queue, id string) (*Job, error) {
 
 // finished reports whether j reached a final state.
 func finished(j *Job) bool { return j.State == StateDone || j.State == StateDead }
+
+// waitErr is err of a read of Wait for id, ctx's error when ctx ended meanwhile (a read
+// cut by ctx's deadline fails with an i/o timeout: see ctxEnded); nil stays nil.
+func waitErr(ctx context.Context, id string, err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if cerr := ctxEnded(ctx); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("wait for %s: %w (%w)", id, cerr, err)
+	}
+	return err
+}

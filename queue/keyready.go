@@ -374,5 +374,10 @@ func (c *Client) purgeKeyed(ctx context.Context, qk queueKeys) (int, error) {
 func (c *Client) purgeCall(ctx context.Context, qk queueKeys, state State, limit int64, maxScore string, keyed ...any) (int, error) {
 	args := append([]any{qk.jobPrefix, limit, string(state), maxScore, c.eventsMax(), ms(c.cfg.DeadRetention),
 		c.cfg.DeadMax}, keyed...)
-	return c.run(ctx, scripts.Purge, []string{qk.index(state), qk.events, qk.ring}, args...).Int()
+	var n int
+	err := sent(ctx, "purge", func() (err error) {
+		n, err = c.run(ctx, scripts.Purge, []string{qk.index(state), qk.events, qk.ring}, args...).Int()
+		return err
+	})
+	return n, err
 }

@@ -261,11 +261,9 @@ func (c *Client) limit(ctx context.Context, queue string, a limitArgs) error {
 	for _, k := range a.keys {
 		args = append(args, k)
 	}
-	err := c.run(ctx, scripts.Limit, []string{qk.limit, qk.events, qk.active}, args...).Err()
-	if err != nil {
-		return fmt.Errorf("limit %s: %w", queue, err)
-	}
-	return nil
+	return sent(ctx, "limit "+queue, func() error {
+		return c.run(ctx, scripts.Limit, []string{qk.limit, qk.events, qk.active}, args...).Err()
+	})
 }
 
 // LimitStatus is a queue's limits and where it stands against them, read at At (Redis's

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -223,6 +224,10 @@ func resolve(opts []Option) (options, error) {
 	if o.id != "" {
 		if err := validateID(o.id); err != nil {
 			return o, err
+		}
+		self := JobRef{Queue: o.queue, ID: o.id}
+		if slices.Contains(o.after, self) {
+			return o, invalid("dependency cycle %s -> %s: a job cannot wait on itself", self, self)
 		}
 	}
 	if o.uniqueTTL == 0 && (o.uniqueKey != "" || o.uniqueKeep) {

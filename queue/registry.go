@@ -107,9 +107,13 @@ func (c *Client) order(ctx context.Context, id, order string) error {
 		return invalid("process ID is empty")
 	}
 	rk := proto.RegistryKeysOf(c.cfg.Prefix)
-	res, err := c.run(ctx, scripts.Order, []string{rk.Index, rk.Process + id}, id, order).Text()
+	var res string
+	err := sent(ctx, order+" "+id, func() (err error) {
+		res, err = c.run(ctx, scripts.Order, []string{rk.Index, rk.Process + id}, id, order).Text()
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", order, id, err)
+		return err
 	}
 	if res == "missing" {
 		return fmt.Errorf("%s %s: %w", order, id, ErrNoProcess)

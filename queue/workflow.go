@@ -71,7 +71,9 @@ func ParseJobRef(s, def string) (JobRef, error) {
 // queue have ended (done or dead); see AfterJob for a job of another queue. When every
 // dependency is done the job becomes ready. When one dies (fails for good, is cancelled,
 // purged or deleted, or is unknown), the job goes to dead with "dependency Q/ID died",
-// unless IgnoreDependencyFailure. Not with Delay or At.
+// unless IgnoreDependencyFailure. Not with Delay or At. A job that waits on itself, or
+// jobs of one EnqueueBatch that wait on each other in a cycle, are refused (ErrInvalid
+// naming the cycle); a cycle closed by calls that race ends dead (DESIGN.md, "Workflows").
 func After(ids ...string) Option {
 	return func(o *options) {
 		for _, id := range ids {
@@ -193,8 +195,21 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 			continue
 		}
 		outcome := "dead"
-		if state == "done" {
+		switch state {
+		case "done":
 			outcome = "done"
+		case "waiting":
+			// The dependency waits itself. If it waits, however indirectly, on the job
+			// linked to it, this link closed a cycle (two calls raced, or a half-written
+			// call was completed): the job dies of it, and the cycle with it.
+			cycle, err := c.waitsOn(ctx, e.from, e.to)
+			if err != nil {
+				c.unlinked(ctx, results, e.job, fmt.Errorf("link %s after %s: cycle check: %w", e.to, e.from, err))
+			}
+			if !cycle {
+				continue
+			}
+			outcome = "cycle"
 		}
 		resolves = append(resolves, c.resolveCall("j", e.to, outcome, e.from))
 		owners = append(owners, e.job)
@@ -209,6 +224,53 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 		}
 	}
 }
+
+// waitsOn reports whether job from waits, directly or through other waiting jobs, on job
+// to: a walk up the pending sets (jobs:{q}:deps:<id>), one pipelined round trip per level,
+// so its cost is the depth of from's waiting ancestors, paid only when a link finds its
+// dependency waiting. It is sound without a lock: pending sets are written with their job,
+// before any of its links, so of the links that close a cycle the last to walk sees it
+// whole (both may: each kills its own job, and the cycle ends either way).
+//
+// The walk stops after cycleWalkLevels levels or cycleWalkJobs jobs: a chain built one
+// enqueue at a time, each step while the one before waits, would otherwise pay a walk
+// of the whole chain at every step (O(n^2) round trips in all). A cycle longer than that,
+// closed by calls that race, is not seen and its jobs wait (cancel them).
+func (c *Client) waitsOn(ctx context.Context, from, to JobRef) (bool, error) {
+	target := to.member()
+	seen := map[string]bool{from.member(): true}
+	level := []JobRef{from}
+	for depth := 0; len(level) > 0 && depth < cycleWalkLevels && len(seen) <= cycleWalkJobs; depth++ {
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.StringSliceCmd, len(level))
+		for i, r := range level {
+			cmds[i] = pipe.SMembers(ctx, c.queueKeys(r.Queue).deps(r.ID))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return false, err
+		}
+		var next []JobRef
+		for _, cmd := range cmds {
+			for _, m := range cmd.Val() {
+				if m == target {
+					return true, nil
+				}
+				if r, ok := parseMember(m); ok && !seen[m] {
+					seen[m] = true
+					next = append(next, r)
+				}
+			}
+		}
+		level = next
+	}
+	return false, nil
+}
+
+// cycleWalkLevels and cycleWalkJobs bound waitsOn's walk (see there).
+const (
+	cycleWalkLevels = 32
+	cycleWalkJobs   = 10_000
+)
 
 // registerInCall gives each job of a call that another job of the same call waits on
 // the dependents it has there, which its enqueue registers in the same step as it is
@@ -240,6 +302,59 @@ func registerInCall(jobs []prepared) map[JobRef]int {
 		}
 	}
 	return in
+}
+
+// checkCycles refuses a call whose jobs wait on each other in a cycle (ErrInvalid naming
+// it, "q/A -> q/B -> q/A": A waits on B, which waits on A), before anything is written:
+// such jobs could never leave waiting. A job's dependencies are fixed when it is written,
+// so a dependency enqueued by an earlier call cannot wait on a job of this one; see
+// DESIGN.md, "Workflows", for calls that race.
+func checkCycles(jobs []prepared) error {
+	if !slices.ContainsFunc(jobs, func(p prepared) bool { return len(p.o.after) > 0 }) {
+		return nil
+	}
+	at := make(map[JobRef]int, len(jobs))
+	for k := range jobs {
+		at[JobRef{Queue: jobs[k].o.queue, ID: jobs[k].id}] = k
+	}
+	// Depth-first, iteratively (a chain may be long): 1 = on the path, 2 = no cycle through it.
+	mark := make([]byte, len(jobs))
+	type frame struct{ job, next int }
+	for start := range jobs {
+		if mark[start] != 0 {
+			continue
+		}
+		path := []frame{{start, 0}}
+		mark[start] = 1
+		for len(path) > 0 {
+			top := &path[len(path)-1]
+			after := jobs[top.job].o.after
+			if top.next == len(after) {
+				mark[top.job] = 2
+				path = path[:len(path)-1]
+				continue
+			}
+			k, ok := at[after[top.next]]
+			top.next++
+			if !ok || mark[k] == 2 {
+				continue
+			}
+			if mark[k] == 1 {
+				var names []string
+				for i := range path {
+					if len(names) > 0 || path[i].job == k {
+						names = append(names, JobRef{Queue: jobs[path[i].job].o.queue, ID: jobs[path[i].job].id}.String())
+					}
+				}
+				names = append(names, names[0])
+				return invalid("dependency cycle %s: these jobs would wait on each other for ever",
+					strings.Join(names, " -> "))
+			}
+			mark[k] = 1
+			path = append(path, frame{k, 0})
+		}
+	}
+	return nil
 }
 
 // unlinked marks a job whose workflow edges were not all registered: it is written

@@ -31,7 +31,7 @@
 -- ARGV[11] events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: no events written)
 -- ARGV[12] waiter              "" (most calls), or the worker's waiter member
---                               "<lease_ms>\t<token prefix>\t<worker>" (see hand_off in
+--                               "<lease_ms>\t<token prefix>\t<worker>" (see the hand-offs in
 --                               scripts/lib): its hand list jobs:{q}:hand:<worker> (LIST) is
 --                               drained into the reply, and it is registered in
 --                               jobs:{q}:waiters (ZSET, PEXPIRE waiter_ms) when the claim

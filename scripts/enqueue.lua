@@ -10,8 +10,8 @@
 --          jobs:{q}:kready:K (LIST, LPUSH: instead of ready) and jobs:{q}:keys (ZSET, K
 --          added at now unless there: ZADD NX), see the lib's keyed jobs; and for the
 --          hand-off of a lone job (below): jobs:{q}:paused, jobs:{q}:limit, jobs:{q}:keys
---          (EXISTS), jobs:{q}:waiters (ZSET: ZPOPMAX, or DEL when all expired), then as
---          claim.lua's claim of one: jobs:{q}:active (ZADD), the job's hash, and the
+--          (EXISTS), jobs:{q}:waiters (ZSET: ZRANGE, then ZREM, or DEL when all expired), then as
+--          claim.lua's claim of one would: jobs:{q}:active (ZADD), the job's hash, and the
 --          waiter's hand list jobs:{q}:hand:<worker> (LIST: LPUSH, PEXPIRE lease)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:" (same hash tag as KEYS)
 -- ARGV[2]  call nonce           unique per call ("" when every ID is fresh), kept in the
@@ -43,6 +43,10 @@
 --          limit_key ("" = none; else the jobs wait under that key when ready: see below);
 --          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
 --          in a unique group, its unique key jobs:{q}:unique:<k>.
+--          Or, for one job due now with a generated ID and no option but max_retry and
+--          timeout_ms (the one-job path; most Enqueue calls), exactly 8 values: ARGV[4]
+--          type, ARGV[5] max_retry, ARGV[6] timeout_ms (each "" at its default, as in a
+--          group), ARGV[7] id, ARGV[8] payload. A group call always has 20 or more.
 -- Returns  {codes, holder, holder, ...}: codes has one character per job, in order:
 --          '1' enqueued; '0' duplicate ID (a job with that caller-chosen ID exists in this
 --          queue); 'u' a unique job whose key is held, by the job whose ID is the next
@@ -51,25 +55,27 @@
 --          so is a caller-chosen ID whose hash holds this call's nonce.
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
--- Hand-off one job due now with a generated ID and no option but max_retry and timeout_ms
---          (the fast path), whose LPUSH found ready empty, on a queue not paused, without
---          limits and without keyed jobs: when a worker waits on the queue (registered
---          by its claim, see ackclaim.lua), the job is claimed for it here, exactly as
---          its own claim of one would (the 'started' event follows the 'enqueued' one),
---          and pushed on its hand list, which its BLPOP includes, instead of a wake token:
---          the pickup takes the enqueue's round trip and the BLPOP's reply, not a claim's
---          round trip more. A busy queue (ready not empty) pays nothing for it.
+-- Hand-off a one-job call (the short ARGV) that finds ready empty, on a queue not
+--          paused, without limits and without keyed jobs: when a worker waits on the queue
+--          (registered by its claim, see ackclaim.lua), the job is claimed for it here,
+--          exactly as its own claim of one would (attempt 1, state active, started_at,
+--          worker, lease "<token prefix>.<now_us>:1", its deadline in active, the 'started'
+--          event after the 'enqueued' one, both in one entry), its hash written once, as
+--          claimed, and it is pushed on the worker's hand list (hand_entry in the lib),
+--          which its BLPOP includes, instead of a wake token: the pickup takes the
+--          enqueue's round trip and the BLPOP's reply, not a claim's round trip more. A
+--          busy queue (ready not empty) pays nothing for it.
 -- Clock    Redis TIME; at_ms is taken as given, and a generated ID's time stands for
 --          created_at when it is at most 1 s before Redis's clock (the client's clock).
 -- Invariant a job hash and exactly one of ready/scheduled/waiting are written together, or nothing
---          (a waiting job's pending set with it);
+--          (a waiting job's pending set with it; a handed job: active and the hand list);
 --          an existing job hash is never overwritten; a unique key is taken in the same
 --          step, so of concurrent enqueues one wins; each job written has its event, and
 --          a refused call writes no event either.
 
 local ready, scheduled, wakes, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, nonce, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local now = now_ms()
+local now_u, now = now_us()
 local nargs = #ARGV
 
 -- id_ms is the time (ms) a generated ID starts with: its first 10 characters, Crockford
@@ -140,71 +146,117 @@ local function add_payload(f, m, payload, names)
   return m
 end
 
--- hand_off_now hands the job just written to waiter (see hand_off in scripts/lib): claimed
--- for it in this call, its 'started' event after the 'enqueued' one.
-local prefix_base = string.sub(prefix, 1, -5)
-local function hand_off_now(waiter)
-  local us, ms = now_us()
-  local ev = event_buf(events, maxlen)
-  hand_off(prefix_base, prefix, waiter, ms, us, ev)
-  write_events(ev)
-end
-
--- The fast path: one job due now, with a generated ID and no option but max_retry and
--- timeout_ms (most Enqueue calls): the same writes in the same order as the general path
--- below, without its tables and loops, which cost Redis more than the commands did.
-if nargs == 20 and ARGV[4] == '1' and ARGV[8] == '0' and ARGV[9] == '0' and ARGV[10] == '' and
-  ARGV[11] == '0' and ARGV[13] == '1' and ARGV[14] == '' and ARGV[15] == '' and ARGV[16] == '' and
-  ARGV[17] == '' and ARGV[18] == '' then
-  local id, typ = ARGV[19], ARGV[5]
+-- The one-job path: one job due now, with a generated ID and no option but max_retry and
+-- timeout_ms (most Enqueue calls), in its own short ARGV (see the header): the same writes
+-- in the same order as the general path below, without its tables and loops, which cost
+-- Redis more than the commands did; and, when a worker waits on the queue, the hand-off.
+if nargs == 8 then
+  local typ, id = ARGV[4], ARGV[7]
   local key = prefix .. id
-  -- A fresh ID that exists is this very call, resent: already enqueued.
-  if redis.call('EXISTS', key) == 1 then return {'1'} end
-  local r = redis.pcall('LPUSH', ready, id)
-  if type(r) == 'table' then return r end
-  -- ready was empty: a worker waiting on the queue may take the job at once (hand_off).
-  local waiter = nil
-  if r == 1 then waiter = waiter_pop(prefix_base, now) end
+  local base = string.sub(prefix, 1, -5)
+  -- One EXISTS answers both questions the path starts with (a redis.call costs an idle
+  -- Redis about 10 us: one call, not two): the job's key, counted five times, exists (a
+  -- fresh ID that exists is this very call, resent: already enqueued), and whether a
+  -- hand-off is ruled out (at most 4): ready is not empty (a busy queue pays nothing
+  -- for hand-offs), the queue is paused, has limits or keyed jobs (they keep the claim's
+  -- checks).
+  local n = redis.call('EXISTS', key, key, key, key, key, ready, base .. 'paused', base .. 'limit', base .. 'keys')
+  if n >= 5 then return {'1'} end
+  local waiter, lapsed = nil, false
+  if n == 0 then
+    -- The live waiter registered last (ZRANGE's last: the one whose wait ends last),
+    -- read, not popped: the call's first write must be one that Redis at maxmemory
+    -- refuses (it refuses only a script's first), so the waiter is taken out after it.
+    -- When even the last has expired, every registration has: the set goes.
+    local w = redis.call('ZRANGE', base .. 'waiters', -1, -1, 'WITHSCORES')
+    if w[1] then
+      if tonumber(w[2]) < now then lapsed = true else waiter = w[1] end
+    end
+  end
+  local payload = ARGV[8]
+  local size = #payload
+  local created = needs_created(id, true)
   if not waiter then
+    local r = redis.pcall('LPUSH', ready, id)
+    if type(r) == 'table' then return r end
+    if lapsed then redis.call('DEL', base .. 'waiters') end
     r = redis.pcall('LPUSH', wakes, 'r')
     if type(r) == 'table' then
       redis.call('LTRIM', ready, 1, -1)
       return r
     end
-  end
-  if maxlen > 0 then
-    local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ .. '\t0\t\t')
-    if type(e) == 'table' then
-      redis.call('LTRIM', ready, 1, -1)
-      if not waiter then redis.call('LTRIM', wakes, 1, -1) end
-      return e
+    if maxlen > 0 then
+      local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ .. '\t0\t\t')
+      if type(e) == 'table' then
+        redis.call('LTRIM', ready, 1, -1)
+        redis.call('LTRIM', wakes, 1, -1)
+        return e
+      end
+    end
+    if r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+    -- The defaults, a payload of at most two pieces and created_at from the ID: no table.
+    if ARGV[5] == '' and ARGV[6] == '' and size <= 128 and not created then
+      if size <= 64 then
+        redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', payload)
+      else
+        redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
+          'payload+1', string.sub(payload, 65))
+      end
+      return {'1'}
     end
   end
-  if not waiter and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
-  local payload = ARGV[20]
-  local size = #payload
-  local created = needs_created(id, true)
-  -- The defaults, a payload of at most two pieces and created_at from the ID: no table.
-  if ARGV[6] == '' and ARGV[7] == '' and size <= 128 and not created then
-    if size <= 64 then
-      redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', payload)
-    else
-      redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
-        'payload+1', string.sub(payload, 65))
-    end
-    if waiter then hand_off_now(waiter) end
-    return {'1'}
-  end
+  -- The job's hash: type, max_retry and timeout_ms unless at their defaults, state,
+  -- created_at unless the ID's time is it, the payload.
   local f = {'type', typ}
   local m = 2
-  if ARGV[6] ~= '' then f[3] = 'max_retry'; f[4] = ARGV[6]; m = 4 end
-  if ARGV[7] ~= '' then f[m + 1] = 'timeout_ms'; f[m + 2] = ARGV[7]; m = m + 2 end
+  if ARGV[5] ~= '' then f[3] = 'max_retry'; f[4] = ARGV[5]; m = 4 end
+  if ARGV[6] ~= '' then f[m + 1] = 'timeout_ms'; f[m + 2] = ARGV[6]; m = m + 2 end
   f[m + 1] = 'state'; f[m + 2] = 'ready'
+  local state_at = m + 2
   m = m + 2
   if created then f[m + 1] = 'created_at'; f[m + 2] = now; m = m + 2 end
   m = add_payload(f, m, payload, {})
-  redis.call('HSET', key, unpack(f, 1, m))
-  if waiter then hand_off_now(waiter) end
+  if not waiter then
+    redis.call('HSET', key, unpack(f, 1, m))
+    return {'1'}
+  end
+  -- The hand-off: the job is claimed for the waiter as its claim of one would claim it
+  -- (claim_jobs: attempt 1, state active, started_at, worker, the lease token
+  -- "<token prefix>.<now_us>:1", its deadline in active, a 'started' event after the
+  -- 'enqueued' one), its hash written once, as claimed, and it is pushed on the waiter's
+  -- hand list, which expires with the lease: a waiter that died never pops it, and the
+  -- reaper recovers the job when its lease expires. Nothing is read back: the hand entry
+  -- (the hash as a claim would have read it, see hand_entry) is made from f.
+  local t1 = string.find(waiter, '\t', 1, true)
+  local t2 = string.find(waiter, '\t', t1 + 1, true)
+  local lease_ms = string.sub(waiter, 1, t1 - 1)
+  local worker = string.sub(waiter, t2 + 1)
+  local token = string.sub(waiter, t1 + 1, t2 - 1) .. '.' .. string.format('%d', now_u)
+  local job = {}
+  for k = 1, m do job[k] = f[k] end
+  job[m + 1] = id; job[m + 2] = 1; job[m + 3] = 1; job[m + 4] = now_u
+  local hand = base .. 'hand:' .. worker
+  -- The first write: refused on a full Redis, or a key of the wrong type, with nothing
+  -- written.
+  local r = redis.pcall('LPUSH', hand, hand_entry(token, now_u, job))
+  if type(r) == 'table' then return r end
+  if maxlen > 0 then
+    local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ ..
+      '\t0\t\t\nstarted\t' .. id .. '\t' .. typ .. '\t1\t' .. worker .. '\t')
+    if type(e) == 'table' then
+      redis.call('LTRIM', hand, 1, -1)
+      return e
+    end
+  end
+  redis.call('ZREM', base .. 'waiters', waiter)
+  redis.call('PEXPIRE', hand, lease_ms)
+  f[state_at] = 'active'
+  f[m + 1] = 'attempt'; f[m + 2] = '1'
+  f[m + 3] = 'started_at'; f[m + 4] = string.format('%d', now)
+  f[m + 5] = 'worker'; f[m + 6] = worker
+  f[m + 7] = 'lease'; f[m + 8] = token .. ':1'
+  redis.call('HSET', key, unpack(f, 1, m + 8))
+  redis.call('ZADD', base .. 'active', string.format('%d', now + tonumber(lease_ms)), id)
   return {'1'}
 end
 
@@ -510,6 +562,9 @@ while i <= nargs do
       f[base + 1] = 'unique_keep'; f[base + 2] = '1'
       base = base + 2
     end
+    -- The TTL, for a retry of the job once dead to take its key back (retry.lua).
+    f[base + 1] = 'unique_ttl'; f[base + 2] = ttl
+    base = base + 2
     f[base + 1] = 'unique_key'
     base = base + 2
   end

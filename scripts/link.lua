@@ -11,6 +11,8 @@
 -- KEYS[2]  jobs:{q}:dependents:<id>   SET  the jobs waiting on it ("queue\tid" members)
 -- ARGV[1]  member                     the dependent, "queue\tid"
 -- Returns  "pending" (linked: the dependency's end will resolve the dependent, once),
+--          "waiting" (linked, and the dependency itself waits on others: the caller checks
+--          that the dependent is not among them, see Client.link: a dependency cycle),
 --          "done", "dead" (ended already: the caller resolves the edge), or "missing" (no
 --          such job: never enqueued, purged, or its done record expired; resolved as dead).
 -- Clock    none.
@@ -23,4 +25,5 @@ if not state then return 'missing' end
 if state == 'done' or state == 'dead' then return state end
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'dependents', '1')
+if state == 'waiting' then return 'waiting' end
 return 'pending'

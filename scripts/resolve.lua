@@ -12,7 +12,9 @@
 --                               batch:<id>, batch:<id>:pending, outbox) share its hash tag
 -- ARGV[2]  kind                 "j" a waiting job, "b" a batch
 -- ARGV[3]  target               its ID
--- ARGV[4]  outcome              "done" or "dead" (a purged or unknown job is "dead")
+-- ARGV[4]  outcome              "done" or "dead" (a purged or unknown job is "dead"), or
+--                               "cycle" (a job: the source waits on it, so it dies,
+--                               whatever its policy, see Client.link)
 -- ARGV[5]  dead_retention_ms    a dependent that dies expires this long after; a batch
 --                               that ends is kept this long
 -- ARGV[6]  dead_max             the dead set keeps at most this many jobs

@@ -1,5 +1,10 @@
 -- retry: dead, retry or scheduled -> ready, now ("run it now", `jobs retry`). A dead job
--- starts over with a full attempt budget; a retry or scheduled job keeps its attempts.
+-- starts over with a full attempt budget; a retry or scheduled job keeps its attempts. A
+-- dead job that died waiting for dependencies (cancelled, or a dependency died) goes back
+-- to waiting when some of them have not ended yet (its pending set, kept while it is
+-- dead, still holds them), to ready when none is left. A dead unique job takes its unique
+-- key back for its unique TTL; when another job holds the key now, it is refused and
+-- stays dead, as Enqueue refuses a second job with the key.
 --
 -- KEYS[1]  jobs:{q}:scheduled   ZSET  job ID -> run_at (ms)
 -- KEYS[2]  jobs:{q}:retry       ZSET  job ID -> run_at (ms)
@@ -7,45 +12,75 @@
 -- KEYS[4]  jobs:{q}:ready       LIST  job IDs ready to run
 -- KEYS[5]  jobs:{q}:wake        LIST  one 'r' token per job made ready
 -- KEYS[6]  jobs:{q}:events      STREAM the events of each call that made jobs ready: a
---                               'requeued' line per job
+--                               'requeued' line per job (ready or waiting again)
+-- KEYS[7]  jobs:{q}:waiting     ZSET  job ID -> when it started waiting (ms)
+-- Keys     named from ARGV[1]: the job's pending set jobs:{q}:deps:<id> (EXISTS,
+--          PERSIST), its unique key (the hash's unique_key: GET, SET PX unique_ttl)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  from                 "" to retry from any of those states, or one of them only
 --                               (retry --all-dead: a stale dead entry may name a newer job)
 -- ARGV[3]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
 -- ARGV[4..]                     job IDs
--- Returns  one string per ID: "ready" (moved), or the state that cannot be retried
---          ("ready", "active", "done" -> prefixed "not:"), or "missing".
--- Clock    none.
--- Invariant a job leaves exactly one set and enters ready; active jobs are never touched,
---          so a retry cannot race the worker running it.
+-- Returns  one string per ID: "ready" (moved), "waiting" (moved, back to waiting for its
+--          dependencies), "unique:<holder>" (a dead unique job whose key the job holder
+--          holds: nothing changed), or the state that cannot be retried ("ready",
+--          "active", "done", "waiting" -> prefixed "not:"), or "missing".
+-- Clock    Redis TIME (the waiting set's score).
+-- Invariant a job leaves exactly one set and enters ready or waiting, or nothing changes;
+--          active jobs are never touched, so a retry cannot race the worker running it;
+--          a unique key is never taken from the job holding it.
 
 local sets = {scheduled = KEYS[1], retry = KEYS[2], dead = KEYS[3]}
-local ready, wakes, events, prefix, from = KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2]
+local ready, wakes, events, waiting, prefix, from = KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[1], ARGV[2]
 local maxlen = tonumber(ARGV[3])
 local ev = event_buf(events, maxlen)
+local base = string.sub(prefix, 1, -5)
 local out, n = {}, 0
+local now = nil
 for i = 4, #ARGV do
   local id = ARGV[i]
   local key = prefix .. id
-  local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'limit_key')
+  local job = redis.call('HMGET', key, 'state', 'type', 'attempt', 'limit_key', 'after', 'unique_key', 'unique_ttl')
   local state = job[1]
+  local holder = nil
+  if state == 'dead' and job[6] then
+    holder = redis.call('GET', job[6])
+    if holder == id then holder = nil end
+  end
   if not state then
     table.insert(out, 'missing')
   elseif not sets[state] or (from ~= '' and state ~= from) then
     table.insert(out, 'not:' .. state)
+  elseif holder then
+    table.insert(out, 'unique:' .. holder)
   else
+    now = now or now_ms()
     redis.call('ZREM', sets[state], id)
+    local to = 'ready'
     if state == 'dead' then
       redis.call('HSET', key, 'attempt', 0)
       redis.call('HDEL', key, 'cancel')
       redis.call('PERSIST', key)
+      -- Free (checked above) or expired: taken back for the job's unique TTL. A job
+      -- written before unique_ttl was kept has none: its key is left free.
+      if job[6] and job[7] and redis.call('EXISTS', job[6]) == 0 then
+        redis.call('SET', job[6], id, 'PX', job[7])
+      end
+      if job[5] and redis.call('EXISTS', base .. 'deps:' .. id) == 1 then
+        redis.call('PERSIST', base .. 'deps:' .. id)
+        to = 'waiting'
+      end
     end
-    redis.call('HSET', key, 'state', 'ready')
-    push_ready(ready, prefix, id, job[4], false, now_ms())
+    redis.call('HSET', key, 'state', to)
+    if to == 'waiting' then
+      redis.call('ZADD', waiting, now, id)
+    else
+      push_ready(ready, prefix, id, job[4], false, now)
+      n = n + 1
+    end
     event(ev, 'requeued', id, job[2], job[3], '', '')
-    n = n + 1
-    table.insert(out, 'ready')
+    table.insert(out, to)
   end
 end
 wake(wakes, n, 'r')

@@ -70,6 +70,8 @@ var (
 	// Limit sets or removes a queue's limits; Limits reads them (and changes nothing).
 	Limit  = load("limit.lua")
 	Limits = load("limits.lua")
+	// Depths counts a queue's jobs in each state (and changes nothing).
+	Depths = load("depths.lua")
 	// Audit appends an operator's action to the audit log; it moves no job.
 	Audit = load("audit.lua")
 
@@ -81,7 +83,7 @@ var (
 
 // All lists every script, for loading them ahead of pipelined EVALSHA calls.
 var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fail, HandBack, Reap, Retry, Cancel, Purge,
-	Delete, Link, Resolve, Batch, Metrics, Pause, Limit, Limits, Audit, Register, Deregister, Order}
+	Delete, Link, Resolve, Batch, Metrics, Pause, Limit, Limits, Depths, Audit, Register, Deregister, Order}
 
 // Source returns the full text Redis runs for the named file: the lib functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's
@@ -133,37 +135,19 @@ func libFor(lib, src string) string {
 		}
 		text[k] = strings.Join(codeOnly(lines[defs[k]:end]), "")
 	}
-	need := reached(names, text, src, nil)
-	hot := reached(names, text, src, cold)
-	for k, name := range names {
-		hot[k] = hot[k] && !cold[name]
-	}
+	need := reached(names, text, src)
 	out := strings.Join(lines[:starts[0]], "")
 	for k := range starts {
-		if hot[k] {
+		if need[k] {
 			out += text[k]
-		}
-	}
-	for k, name := range names {
-		if need[k] && !hot[k] && cold[name] {
-			out += coldWrapper(name, names, text, need, hot)
 		}
 	}
 	return out
 }
 
-// cold names the lib functions that a script calls on a rare path only, whose own
-// calls bring in many functions used nowhere else in it: enqueue.lua's hand_off, which
-// claims a job with claim_jobs and the dozen functions behind it. Redis creates a
-// closure for every function of a script's text on every call (about 0.1-0.2 us each),
-// so a script carries such a function, and the functions only it needs, inside a
-// wrapper that defines them on its first call (coldWrapper).
-var cold = map[string]bool{"hand_off": true}
-
 // reached reports which of lib's functions (names, text: their definitions) src needs:
-// those it calls, through one another too, not following the calls inside the
-// functions of stop.
-func reached(names, text []string, src string, stop map[string]bool) []bool {
+// those it calls, through one another too.
+func reached(names, text []string, src string) []bool {
 	need := make([]bool, len(names))
 	for changed, from := true, src; changed; {
 		changed = false
@@ -173,30 +157,14 @@ func reached(names, text []string, src string, stop map[string]bool) []bool {
 			}
 		}
 		var b strings.Builder
-		for k, name := range names {
-			if need[k] && !stop[name] {
+		for k := range names {
+			if need[k] {
 				b.WriteString(text[k])
 			}
 		}
 		from = b.String()
 	}
 	return need
-}
-
-// coldWrapper is the definition of the cold function name that defines, on its first
-// call only, itself and the functions only it needs (need but not hot), in lib's order:
-// inside the wrapper's body, their local definitions shadow the wrapper's name and are
-// created when that body runs, not on every call of the script.
-func coldWrapper(name string, names, text []string, need, hot []bool) string {
-	var b strings.Builder
-	b.WriteString("local " + name + "_cold\nlocal function " + name + "(...)\n  if not " + name + "_cold then\n")
-	for k := range names {
-		if need[k] && !hot[k] {
-			b.WriteString(text[k])
-		}
-	}
-	b.WriteString("    " + name + "_cold = " + name + "\n  end\n  return " + name + "_cold(...)\nend\n")
-	return b.String()
 }
 
 // codeOnly drops the comment lines (a line whose first non-blank characters are "--")

@@ -117,7 +117,10 @@ func retryCommand(e *env) *cli.Command {
 		Name:      "retry",
 		Usage:     "run a dead, retry or scheduled job now (a dead job gets a fresh attempt budget)",
 		ArgsUsage: "ID | --all-dead --queue Q",
-		Description: "Examples:\n\n" +
+		Description: "A dead job that died waiting for its dependencies (cancelled, or one of them died)\n" +
+			"waits again for those that have not ended yet. A dead unique job takes its unique key\n" +
+			"back; when another job holds the key now, the retry is refused (exit 1) and the job\n" +
+			"stays dead. Examples:\n\n" +
 			"   jobs retry 01JEXAMPLE0000000000000000\n" +
 			"   jobs retry --all-dead --queue emails",
 		Flags: []cli.Flag{
@@ -150,11 +153,10 @@ func retryCommand(e *env) *cli.Command {
 					return err
 				}
 				n, err := client.RetryAllDead(c.Context, q)
-				if err != nil {
-					return err
+				if n > 0 || err == nil {
+					fmt.Fprintf(e.stdout, "%d dead jobs of %s are ready again (or waiting for their dependencies)\n", n, q)
 				}
-				fmt.Fprintf(e.stdout, "%d dead jobs of %s are ready again\n", n, q)
-				return nil
+				return err
 			}
 			q, err := locate(c, client, id)
 			if err != nil {
@@ -162,6 +164,10 @@ func retryCommand(e *env) *cli.Command {
 			}
 			if err := client.Retry(c.Context, q, id); err != nil {
 				return jobError(id, err)
+			}
+			if j, err := client.Get(c.Context, q, id); err == nil && j.State == queue.StateWaiting {
+				fmt.Fprintf(e.stdout, "%s waits for its dependencies again\n", shown(id))
+				return nil
 			}
 			fmt.Fprintf(e.stdout, "%s is ready\n", shown(id))
 			return nil

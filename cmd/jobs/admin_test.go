@@ -143,3 +143,23 @@ func TestStatsWatchSurvivesRedisRestart(t *testing.T) {
 		t.Errorf("stats --watch across a restart printed:\n%s\nwant a retry line, then figures again", out)
 	}
 }
+
+// jobs retry keeps a job's guarantees: a job cancelled while it waited waits again, and a
+// dead unique job whose key another job holds now is refused, exit 1, naming the holder.
+func TestRetryKeepsDependenciesAndUniqueness(t *testing.T) {
+	t.Parallel()
+	p := redistest.Prefix(t)
+	id := func(r result) string { return strings.TrimSpace(r.stdout) }
+	parent := id(jobs(t, p, "", "enqueue", "--delay", "1h", "p"))
+	child := id(jobs(t, p, "", "enqueue", "--after", parent, "c"))
+	jobs(t, p, "", "cancel", child)
+	if r := jobs(t, p, "", "retry", child); r.code != 0 || !strings.Contains(r.stdout, "waits for its dependencies") {
+		t.Errorf("retry of a job cancelled while waiting = %+v, want it waiting again", r)
+	}
+	first := id(jobs(t, p, "", "enqueue", "--unique-for", "1h", "--unique-key", "k", "u"))
+	jobs(t, p, "", "cancel", first)
+	second := id(jobs(t, p, "", "enqueue", "--unique-for", "1h", "--unique-key", "k", "u"))
+	if r := jobs(t, p, "", "retry", first); r.code != 1 || !strings.Contains(r.stderr, "held by job "+second) {
+		t.Errorf("retry of a dead unique job whose key %s holds = %+v, want exit 1 naming it", second, r)
+	}
+}

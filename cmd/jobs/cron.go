@@ -53,7 +53,7 @@ func cronCommand(e *env) *cli.Command {
 					}
 					defer broker.Of(client).Redis().Close()
 					err = cron.NewStore(client).Add(c.Context, entry)
-					if errors.Is(err, queue.ErrInvalid) || errors.Is(err, queue.ErrPayloadTooLarge) {
+					if errors.Is(err, cron.ErrInvalid) {
 						// The job the entry would enqueue is refused: bad usage, like a bad spec.
 						return usagef("%v", err)
 					}

@@ -133,7 +133,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 	"+zadd +zrem +zcard +zcount +zrange +zrevrange +zrangebyscore +zremrangebyscore +zscore +lindex " +
 	"+xadd +xtrim +xread +xrange +xinfo|stream " +
 	"+zrank +zrevrank +pttl +xrevrange " +
-	"+srem +scard +hsetnx +hscan +smismember +srandmember +zscan +zpopmax"
+	"+srem +scard +hsetnx +hscan +smismember +srandmember +zscan"
 
 // TestACLUser runs every kind of command as an ACL user limited to README's least-privilege
 // line (no CLIENT among it: the registry of live processes never needs it), and checks

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/jobs-dev/jobs/internal/broker"
@@ -19,12 +23,18 @@ func tailCommand(e *env) *cli.Command {
 		Usage:     "follow the event stream of queues: every transition of every job, as it commits",
 		ArgsUsage: "[QUEUE...]",
 		Description: "Follows like tail -f (blocking reads, no polling) until interrupted; with no QUEUE, every\n" +
-			"known queue. Each queue keeps about --events (global flag, default 10000) stream entries,\n" +
-			"each one call's events (one job's transition, or a worker's batch of acks and claims).\n" +
+			"known queue, and the queues created while it runs (the queue set is read every 2s).\n" +
+			"Each queue keeps about --events (global flag, default 10000) stream entries, each one\n" +
+			"call's events (one job's transition, or a worker's batch of acks and claims).\n" +
 			"Every --json line carries a cursor: `--since CURSOR` resumes right after that line (an\n" +
-			"event inside an entry has ID/k: after the entry's first k events), and a reader\n" +
-			"that fell behind what the stream keeps stops with an error (exit 1) naming the gap.\n" +
+			"event inside an entry has ID/k: after the entry's first k events); with no QUEUE, a\n" +
+			"queue the cursor does not name (created since) is read from its start.\n" +
 			"--since takes a cursor, an entry ID, 0 (everything kept) or a duration (1h: the last hour).\n" +
+			"A lost connection or a Redis restart does not end it: it says so once on stderr, retries\n" +
+			"(every 0.1s, doubling up to 5s) and resumes after the last event it read.\n" +
+			"Exit codes: 0 interrupted (SIGINT, SIGTERM); 1 a reader that fell behind what the stream\n" +
+			"keeps (the error names the gap and the cursor to go on from), Redis unreachable at start,\n" +
+			"or no queue to follow yet; 2 bad flags or arguments.\n" +
 			"Examples:\n\n" +
 			"   jobs tail emails\n" +
 			"   jobs tail --json --since 1h | jq -c 'select(.event == \"dead\")'\n" +
@@ -56,7 +66,7 @@ func tailCommand(e *env) *cli.Command {
 			if err := requireQueues(c, client, queues); err != nil {
 				return err
 			}
-			from := since
+			from, resumeFrom := since, ""
 			if isDuration {
 				now, err := rdb.Time(c.Context).Result()
 				if err != nil {
@@ -64,29 +74,90 @@ func tailCommand(e *env) *cli.Command {
 				}
 				// A time (no "-seq"): the events from then on, whatever the streams hold.
 				from = strconv.FormatInt(now.Add(-d).UnixMilli(), 10)
-			}
-			typ := c.String("type")
-			for ev, err := range client.Events(c.Context, queues, from) {
+			} else if from == "" || from == "$" {
+				// New events only; should Redis fail before the first one, the retry reads
+				// from this time on, so nothing committed meanwhile is missed.
+				now, err := rdb.Time(c.Context).Result()
 				if err != nil {
-					if c.Context.Err() != nil {
-						return nil // interrupted: the normal end of a tail
-					}
 					return err
 				}
-				if typ != "" && ev.Type != typ {
-					continue
-				}
-				if c.Bool("json") {
-					if err := printJSON(e.stdout, ev); err != nil {
-						return err
-					}
-					continue
-				}
-				printEvent(e.stdout, ev)
+				resumeFrom = strconv.FormatInt(now.UnixMilli(), 10)
 			}
-			return nil
+			return followEvents(c, e, client, queues, from, resumeFrom)
 		},
 	}
+}
+
+// tailRetryMax bounds the pause between two attempts of a tail whose Redis failed: it
+// doubles from tailRetryMin, so a restart of a few seconds is caught up within about
+// tailRetryMax of its end, at one connection attempt per tailRetryMax while it lasts.
+const (
+	tailRetryMin = 100 * time.Millisecond
+	tailRetryMax = 5 * time.Second
+)
+
+// followEvents prints the events of queues from from until interrupted. A Redis error (a
+// restart, a lost connection) does not end it: it says so once on stderr, retries with a
+// backoff, and resumes from the cursor of the last event it read (resumeFrom before the
+// first, or from itself when that is ""), so each event the streams still hold is
+// printed once. It ends on a signal (nil), a gap (the reader fell behind the stream), a
+// bad cursor, or a failed write to stdout.
+func followEvents(c *cli.Context, e *env, client *queue.Client, queues []string, from, resumeFrom string) error {
+	typ := c.String("type")
+	cursor := cmp.Or(resumeFrom, from)
+	delay := tailRetryMin
+	outage := false
+	for first := true; ; first = false {
+		if !first {
+			from = cursor
+		}
+		var failed error
+		for ev, err := range client.Events(c.Context, queues, from) {
+			if err != nil {
+				failed = err
+				break
+			}
+			cursor, outage, delay = ev.Cursor, false, tailRetryMin
+			if typ != "" && ev.Type != typ {
+				continue
+			}
+			if c.Bool("json") {
+				if err := printJSON(e.stdout, ev); err != nil {
+					return err
+				}
+				continue
+			}
+			printEvent(e.stdout, ev)
+		}
+		switch {
+		case c.Context.Err() != nil || failed == nil:
+			return nil // interrupted: the normal end of a tail
+		case errors.Is(failed, queue.ErrEventsGap), errors.Is(failed, queue.ErrInvalid):
+			return failed
+		case first && !isRedisFailure(failed):
+			return failed // not a Redis failure (no queue to follow yet): a retry would not change it
+		}
+		if !outage {
+			fmt.Fprintf(e.stderr, "jobs: tail: %s (retrying, resuming after the last event read)\n", oneLine(failed.Error()))
+			outage = true
+		}
+		select {
+		case <-c.Context.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, tailRetryMax)
+	}
+}
+
+// isRedisFailure reports whether err comes from reaching Redis (a refused or lost
+// connection, a timeout, a Redis error reply such as LOADING) rather than from what
+// was asked of it.
+func isRedisFailure(err error) bool {
+	var re redis.Error
+	var ne net.Error
+	return errors.As(err, &re) || errors.As(err, &ne) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout)
 }
 
 // sinceDuration reads --since as a duration ago ("1h", "90s"); "0" is not one (it is the

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +274,72 @@ func TestTailAcrossClusterMasters(t *testing.T) {
 	}
 	if len(want) != 0 {
 		t.Errorf("events not printed: %v (stderr %s)", want, errb.String())
+	}
+}
+
+// `jobs tail` rides out a connection blip and a Redis restart: it says so once on stderr,
+// retries, and resumes from its own cursor, printing every event once; it exits only on
+// a signal (exit 0).
+func TestTailSurvivesBlipAndRedisRestart(t *testing.T) {
+	if redistest.ClusterMode() {
+		t.Skip("starts its own single redis-server")
+	}
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	proxy := redistest.NewProxy(t, srv.Addr)
+	p := redistest.Prefix(t)
+	direct := func(q string) string {
+		t.Helper()
+		c, err := queue.NewClient(srv.Client(t), queue.Config{Prefix: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := c.Enqueue(context.Background(), "t", nil, queue.On(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	want := []string{direct("a")}
+	cmd, out, errb := startJobs(t, "--redis", "redis://"+proxy.Addr(), "--prefix", p, "tail", "--json", "--since", "0")
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tailLines(t, out, 1)
+
+	proxy.Cut() // a blip: events committed meanwhile come after the reconnect
+	want = append(want, direct("a"), direct("b"))
+	tailLines(t, out, 3)
+
+	srv.Kill()
+	time.Sleep(1500 * time.Millisecond)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, direct("a")) // no persistence: the stream starts again
+	lines := tailLines(t, out, 4)
+	select {
+	case err := <-exited:
+		t.Fatalf("jobs tail exited (%v) across a Redis restart; stderr:\n%s", err, errb)
+	default:
+	}
+	got := make([]string, len(lines))
+	for i, l := range lines {
+		got[i] = l.ID
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("jobs tail printed jobs %v, want %v once each; stdout:\n%s", got, want, out)
+	}
+	if n := strings.Count(errb.String(), "retrying"); n < 1 || n > 2 {
+		t.Errorf("stderr has %d retry notices, want one per outage:\n%s", n, errb)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Errorf("jobs tail after SIGTERM: %v, want exit 0", err)
 	}
 }

@@ -38,7 +38,8 @@ end
 -- trim keeps a finished set (done or dead, scored by finish time) to entries younger than
 -- retention_ms (dropping at most 100 old ones per call) and at most max_n of them,
 -- deleting the hashes of the jobs it drops -- only while they are still in that state: a
--- stale entry whose hash expired may name a new job enqueued since under the same ID.
+-- stale entry whose hash expired may name a new job enqueued since under the same ID. A
+-- dead job's pending set (jobs:{q}:deps:<id>, kept while it is dead) goes with its hash.
 local function trim(set, job_prefix, now, retention_ms, max_n, state)
   local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - retention_ms, 'LIMIT', 0, 100)
   local over = redis.call('ZCARD', set) - max_n
@@ -47,7 +48,13 @@ local function trim(set, job_prefix, now, retention_ms, max_n, state)
   end
   for _, v in ipairs(old) do
     redis.call('ZREM', set, v)
-    if redis.call('HGET', job_prefix .. v, 'state') == state then redis.call('DEL', job_prefix .. v) end
+    if redis.call('HGET', job_prefix .. v, 'state') == state then
+      if state == 'dead' then
+        redis.call('DEL', job_prefix .. v, string.sub(job_prefix, 1, -5) .. 'deps:' .. v)
+      else
+        redis.call('DEL', job_prefix .. v)
+      end
+    end
   end
 end
 

@@ -330,28 +330,13 @@ end
 -- Hand-offs: an idle worker's pickup in one round trip. A worker about to wait on a queue
 -- it found empty registers as a waiter (its claim does: waiter_claimed), and an enqueue
 -- that finds ready empty claims its job for one live waiter in the same script and pushes
--- it on the waiter's hand list, which the worker's BLPOP includes (hand_off). All keys in
+-- it on the waiter's hand list, which the worker's BLPOP includes (enqueue.lua). All keys in
 -- the queue's slot, named from base "jobs:{q}:": waiters (ZSET: member
 -- "<lease_ms>\t<token prefix>\t<worker>", score its expiry in ms) and hand:<worker> (LIST
--- of handed jobs, each encoded by hand_entry).
-
--- waiter_pop takes the waiter a job due now is handed to, for a queue that is not paused
--- and has no limits and no keyed jobs waiting (those keep the claim's path: a hand-off
--- skips none of their checks), or nil. The live waiter registered last (ZPOPMAX: the one
--- whose wait ends last); when even it has expired, every registration has: the set goes.
-local function waiter_pop(base, now)
-  if redis.call('EXISTS', base .. 'paused', base .. 'limit', base .. 'keys') > 0 then return nil end
-  local w = redis.call('ZPOPMAX', base .. 'waiters')
-  if not w[1] then return nil end
-  if tonumber(w[2]) < now then
-    redis.call('DEL', base .. 'waiters')
-    return nil
-  end
-  return w[1]
-end
+-- of handed jobs, each encoded by hand_entry; enqueue.lua's one-job path hands them).
 
 -- hand_entry encodes a claimed job (a claim reply's job array: its hash's fields and
--- values, then ID, attempt, k, start) for a hand list, after the lease token's prefix
+-- values as read before the claim, then ID, attempt, k, start) for a hand list, after the lease token's prefix
 -- and now_us (the claim reply's now): each value as "<length>:<value>", so a payload may
 -- hold any byte. Numbers as integers (tostring would round microseconds to 14 digits).
 local function hand_entry(token, now_us, job)
@@ -363,26 +348,6 @@ local function hand_entry(token, now_us, job)
     parts[i + 2] = #v .. ':' .. v
   end
   return table.concat(parts)
-end
-
--- hand_off claims job (just LPUSHed on base's ready, its hash written) for waiter (from
--- waiter_pop) exactly as a claim of one by that worker would (claim_jobs: the hash, the
--- lease in active, the 'started' event in ev), under the lease token "<token
--- prefix>.<now_us>:1" (no two scripts share a microsecond), and pushes it on the waiter's
--- hand list, which expires with the lease: a waiter that died never pops it, and the
--- reaper recovers the job when its lease expires.
-local function hand_off(base, prefix, waiter, now, now_us, ev)
-  local t1 = string.find(waiter, '\t', 1, true)
-  local t2 = string.find(waiter, '\t', t1 + 1, true)
-  local lease_ms = tonumber(string.sub(waiter, 1, t1 - 1))
-  local token = string.sub(waiter, t1 + 1, t2 - 1) .. '.' .. string.format('%d', now_us)
-  local worker = string.sub(waiter, t2 + 1)
-  local out = claim_jobs(base .. 'ready', base .. 'active', base .. 'paused', base .. 'limit', prefix, 1, lease_ms,
-    worker, token, now, now_us, ev)
-  if not out[1] then return end
-  local hand = base .. 'hand:' .. worker
-  redis.call('LPUSH', hand, hand_entry(token, now_us, out[1]))
-  redis.call('PEXPIRE', hand, lease_ms)
 end
 
 -- waiter_claimed ends a claim by a worker that may be a waiter (waiter: its member): its

@@ -15,8 +15,10 @@ local function dead_core(dead, job_prefix, id, now, retention_ms, dead_max, ende
     redis.call('HSET', key, 'state', 'dead', 'finished_at', now)
     redis.call('HDEL', key, 'lease')
   end
-  -- A dependent that dies waiting keeps no pending set: nothing can release it any more.
-  if u[5] then redis.call('DEL', string.sub(job_prefix, 1, -5) .. 'deps:' .. id) end
+  -- A dependent that dies waiting keeps its pending set as long as its hash, and the ends
+  -- of its dependencies go on removing their members (resolve_dep's SREM comes before its
+  -- state check): a retry (retry.lua) puts it back to waiting on exactly those left.
+  if u[5] then redis.call('PEXPIRE', string.sub(job_prefix, 1, -5) .. 'deps:' .. id, retention_ms) end
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('ZADD', dead, now, id)
   trim(dead, job_prefix, now, retention_ms, dead_max, 'dead')
@@ -95,7 +97,7 @@ end
 
 -- resolve_dep records in the waiting job tid of the queue of prefix that its dependency
 -- src ("queue\tid") ended with outcome ('done' or 'dead'; a purged or unknown dependency
--- is 'dead'). The SREM of src from tid's pending set (jobs:{q}:deps:<id>) is the guard:
+-- is 'dead'; 'cycle': src waits on tid, which dies whatever its policy). The SREM of src from tid's pending set (jobs:{q}:deps:<id>) is the guard:
 -- each edge resolves once however often it is delivered. The job leaves waiting when the
 -- set is empty (to ready), or at once to dead when src died and its policy (dep_policy)
 -- is not 'run'. Returns {tid, 'dead', dependents, batch} when it sent tid to dead (the
@@ -106,8 +108,11 @@ local function resolve_dep(prefix, tid, src, outcome, now, ev, dead_retention, d
   local key = prefix .. tid
   local d = redis.call('HMGET', key, 'state', 'dep_policy', 'type', 'limit_key')
   if d[1] ~= 'waiting' then return nil end
-  if outcome ~= 'done' and d[2] ~= 'run' then
+  if outcome == 'cycle' or (outcome ~= 'done' and d[2] ~= 'run') then
     local err = 'dependency ' .. string.gsub(src, '\t', '/') .. ' died'
+    if outcome == 'cycle' then
+      err = 'dependency cycle: ' .. string.gsub(src, '\t', '/') .. ' waits on this job'
+    end
     redis.call('ZREM', base .. 'waiting', tid)
     redis.call('HSET', key, 'last_error', err)
     local dd, db = dead_core(base .. 'dead', prefix, tid, now, dead_retention, dead_max)
