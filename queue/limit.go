@@ -32,9 +32,10 @@ import (
 //     limit key (see [LimitKey]) on its own: the default of every key of the queue;
 //     [Client.SetKeyLimit] gives some keys their own. A key's concurrency counts its
 //     unexpired leases (jobs:{q}:kactive:K, kept while some key's concurrency is below
-//     the queue's), as the queue's. Keys are served round-robin, up to 4 jobs a key a
-//     turn when more keys are due than a claim takes jobs: a key held back by its limits
-//     holds back no other key and no job without a key.
+//     the queue's), as the queue's. Keys are served round-robin, up to q jobs a key a
+//     turn when more keys are due than a claim takes jobs (q is 4 up to 256 keys with
+//     jobs ready, then grows with them up to 16 from 961 keys): a key held back by its
+//     limits holds back no other key and no job without a key.
 type Limit struct {
 	Concurrency int
 	Rate        int

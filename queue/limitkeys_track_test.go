@@ -267,8 +267,8 @@ func TestKeyLimitModelLiveChanges(t *testing.T) {
 	}
 }
 
-// A due key gives a claim up to 4 jobs (the quantum, key_quantum in scripts/lib) even when
-// more keys are due than the claim has jobs: a claim of 20 over 31 keys serves 5 keys, 4
+// A due key gives a claim up to 4 jobs (the quantum, key_quantum in scripts/lib, while up
+// to 256 keys wait) even when more keys are due than the claim has jobs: a claim of 20 over 31 keys serves 5 keys, 4
 // jobs each, oldest first, and the claims after it serve the other keys in turn before any
 // key comes round again. A key with one job gives it in its turn.
 func TestKeyQuantum(t *testing.T) {
