@@ -22,6 +22,12 @@ func TestRetryOfAJobThatDiedWaitingWaitsForItsPendingDependencies(t *testing.T) 
 		t.Fatalf("Retry(child) err = %v", err)
 	}
 	j := mustState(t, c, "default", child, StateWaiting)
+	// Its event says it went back to waiting, not to ready.
+	last, err := c.rdb.XRevRangeN(ctx, c.keys.queue("default").events, "+", "-", 1).Result()
+	if err != nil || len(last) != 1 ||
+		last[0].Values["event"] != "requeued\t"+child+"\tc\t0\t\twaiting on its dependencies" {
+		t.Errorf("the retry's event = %v, %v; want requeued with 'waiting on its dependencies'", last, err)
+	}
 	deps, err := c.Dependencies(ctx, j)
 	if err != nil || len(deps) != 2 || !deps[0].Pending || !deps[1].Pending {
 		t.Fatalf("Dependencies() after Retry = %+v, %v; want both pending", deps, err)

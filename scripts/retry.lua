@@ -12,7 +12,8 @@
 -- KEYS[4]  jobs:{q}:ready       LIST  job IDs ready to run
 -- KEYS[5]  jobs:{q}:wake        LIST  one 'r' token per job made ready
 -- KEYS[6]  jobs:{q}:events      STREAM the events of each call that made jobs ready: a
---                               'requeued' line per job (ready or waiting again)
+--                               'requeued' line per job (ready or waiting again; one
+--                               waiting again has the error 'waiting on its dependencies')
 -- KEYS[7]  jobs:{q}:waiting     ZSET  job ID -> when it started waiting (ms)
 -- Keys     named from ARGV[1]: the job's pending set jobs:{q}:deps:<id> (EXISTS,
 --          PERSIST), its unique key (the hash's unique_key: GET, SET PX unique_ttl)
@@ -79,7 +80,11 @@ for i = 4, #ARGV do
       push_ready(ready, prefix, id, job[4], false, now)
       n = n + 1
     end
-    event(ev, 'requeued', id, job[2], job[3], '', '')
+    -- Its error field says when the job went back to waiting, not to ready: the same
+    -- event either way, which a reader could not tell apart.
+    local why = ''
+    if to == 'waiting' then why = 'waiting on its dependencies' end
+    event(ev, 'requeued', id, job[2], job[3], '', why)
     table.insert(out, to)
   end
 end
