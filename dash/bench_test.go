@@ -23,11 +23,7 @@ import (
 func benchFixture(b *testing.B) (*queue.Client, int, int) {
 	b.Helper()
 	nq, nj := envInt(b, "JOBS_DASH_BENCH_QUEUES", 1000), envInt(b, "JOBS_DASH_BENCH_JOBS", 1_000_000)
-	srv, err := redistest.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Stop)
+	srv := redistest.Own(b)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	b.Cleanup(func() { rdb.Close() })
 	c, err := queue.NewClient(rdb, queue.Config{Events: -1, DeadMax: nj})

@@ -148,11 +148,7 @@ func TestReadsWorkOnAFullRedis(t *testing.T) {
 		t.Skip("starts its own single redis-server")
 	}
 	t.Parallel()
-	srv, err := redistest.Start("--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
 	c, err := NewClient(srv.Client(t), Config{Prefix: "full"})
 	if err != nil {
 		t.Fatal(err)
@@ -161,16 +157,7 @@ func TestReadsWorkOnAFullRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := []byte(strings.Repeat("p", 200))
-	n := 1
-	for ; n < 100000; n++ {
-		if _, err = c.Enqueue(ctx, "a", payload); err != nil {
-			break
-		}
-	}
-	if err == nil || !strings.Contains(err.Error(), "OOM") {
-		t.Fatalf("after %d enqueues err = %v, want Redis's OOM refusal", n, err)
-	}
+	n := 1 + fill(t, c, "a")
 	d, err := c.Depths(ctx, nil)
 	if err != nil || d["default"][StateReady] != int64(n) {
 		t.Fatalf("Depths on a full Redis = %v, %v; want %d ready", d, err, n)

@@ -17,27 +17,13 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 	if redistest.ClusterMode() {
 		t.Skip("starts its own single redis-server")
 	}
-	srv, err := redistest.Start("--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
 	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := []byte(strings.Repeat("p", 200))
-	var enqueued int
-	var refused error
-	for enqueued < 100000 && refused == nil {
-		if _, refused = c.Enqueue(ctx, "a", payload); refused == nil {
-			enqueued++
-		}
-	}
-	if refused == nil || !strings.Contains(refused.Error(), "OOM") {
-		t.Fatalf("after %d enqueues err = %v, want Redis's OOM refusal", enqueued, refused)
-	}
-	t.Logf("Redis full after %d jobs: %v", enqueued, refused)
+	enqueued := fill(t, c, "a")
+	t.Logf("Redis full after %d jobs", enqueued)
 	if n, _ := c.rdb.LLen(ctx, c.keys.queue("default").ready).Result(); int(n) != enqueued {
 		t.Fatalf("ready holds %d jobs, want the %d acknowledged (the refused one half-written?)", n, enqueued)
 	}
@@ -118,11 +104,7 @@ func TestBatchOnFullRedisListsRefusedJobs(t *testing.T) {
 		t.Skip("starts its own single redis-server")
 	}
 	t.Parallel()
-	srv, err := redistest.Start("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
 	if err != nil {
 		t.Fatal(err)
@@ -150,4 +132,24 @@ func TestBatchOnFullRedisListsRefusedJobs(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d jobs refused", len(be.Failed), len(batch))
+}
+
+// fill enqueues jobs of type typ with 200-byte payloads on the default queue until Redis
+// refuses one, fails the test unless Redis's OOM refusal stopped it, and returns how many
+// it enqueued. Jobs of the size the tests then write: client buffers count in Redis's
+// memory, so a smaller call could pass where a larger one was refused.
+func fill(t *testing.T, c *Client, typ string) int {
+	t.Helper()
+	payload := []byte(strings.Repeat("p", 200))
+	n := 0
+	for ; n < 100000; n++ {
+		if _, err := c.Enqueue(ctx, typ, payload); err != nil {
+			if !strings.Contains(err.Error(), "OOM") {
+				t.Fatalf("after %d enqueues err = %v, want Redis's OOM refusal", n, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%d enqueues went through: Redis is not full", n)
+	return n
 }

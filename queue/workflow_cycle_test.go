@@ -120,11 +120,7 @@ func TestCycleCheckOfALongChainIsBounded(t *testing.T) {
 		t.Skip("counts the calls of a redis-server of its own")
 	}
 	t.Parallel()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t)
 	rdb := srv.Client(t)
 	c, err := NewClient(rdb, Config{Prefix: "chain"})
 	if err != nil {

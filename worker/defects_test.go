@@ -647,11 +647,7 @@ func TestExclusiveJobsOnAFullRedis(t *testing.T) {
 		t.Skip("starts its own single redis-server")
 	}
 	t.Parallel()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop) // after the worker's stop, which Cleanup runs first
+	srv := redistest.Own(t)
 	rdb := srv.Client(t)
 	c, _ := clientWithPrefix(t, rdb)
 	const n = 50

@@ -20,11 +20,7 @@ func TestIdleWorkerOfManyQueuesCallsLittle(t *testing.T) {
 		t.Skip("measures for 8s")
 	}
 	t.Parallel()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop) // after the worker's stop, which Cleanup runs first
+	srv := redistest.Own(t)
 	c, _ := clientWithPrefix(t, srv.Client(t))
 	const n = 500
 	queues := map[string]int{}

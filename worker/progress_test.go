@@ -182,11 +182,7 @@ func TestProgressCallRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures for about 25s")
 	}
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t)
 	rdb := srv.Client(t)
 	c, _ := clientWithPrefix(t, rdb)
 	const workers, perWorker = 10, 100

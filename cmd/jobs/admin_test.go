@@ -100,11 +100,7 @@ func TestStatsRetryCancelPausePurge(t *testing.T) {
 // again, never an exit.
 func TestStatsWatchSurvivesRedisRestart(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := redistest.Own(t)
 	p := redistest.Prefix(t)
 	base := []string{"--redis", "redis://" + srv.Addr, "--prefix", p}
 	if r := runCLI("", append(base, "enqueue", "t")...); r.code != 0 {

@@ -152,11 +152,7 @@ func TestCronAddOnFullRedis(t *testing.T) {
 		t.Skip("fills a redis-server to its maxmemory")
 	}
 	t.Parallel()
-	srv, err := redistest.Start("--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := redistest.Own(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)

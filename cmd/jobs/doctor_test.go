@@ -14,11 +14,7 @@ import (
 func TestDoctor(t *testing.T) {
 	t.Parallel()
 	// Its own server: the test changes its configuration.
-	srv, err := redistest.Start("--maxmemory-policy", "allkeys-lru")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t, "--maxmemory-policy", "allkeys-lru")
 	url := "redis://" + srv.Addr
 	r := runCLI("", "--redis", url, "doctor")
 	if r.code != 1 || !strings.Contains(r.stdout, "FAIL  maxmemory-policy is allkeys-lru") ||
@@ -48,11 +44,7 @@ func TestVersionAtLeast(t *testing.T) {
 // doctor said all was well.
 func TestDoctorFullRedis(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Start("--maxmemory-policy", "noeviction", "--appendonly", "yes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t, "--maxmemory-policy", "noeviction", "--appendonly", "yes")
 	rdb := srv.Client(t)
 	ctx := t.Context()
 	info, err := rdb.Info(ctx, "memory").Result()

@@ -102,11 +102,7 @@ func TestEnqueueFileLineParsing(t *testing.T) {
 // Redis does), counts only what was written, and exits 1.
 func TestEnqueueFileReportsRefusedLines(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Start("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	var b strings.Builder
 	for range 3000 {
 		fmt.Fprintf(&b, `{"type":"t","payload":"%s"}`+"\n", strings.Repeat("p", 1500))

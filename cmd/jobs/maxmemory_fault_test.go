@@ -25,11 +25,7 @@ func TestMaxmemory(t *testing.T) {
 	t.Parallel()
 	// 3mb: about 1.1 MB of it is Redis at startup and the scripts' cache, so at 2mb the
 	// purge left under 100 KB of room, less than the room the enqueue below needs.
-	srv, err := redistest.Start("--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := redistest.Own(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)

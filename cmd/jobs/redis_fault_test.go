@@ -42,11 +42,7 @@ type ackedEnqueue struct {
 }
 
 func testRedisRestart(t *testing.T, fsync string) {
-	srv, err := redistest.Start("--appendonly", "yes", "--appendfsync", fsync)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := redistest.Own(t, "--appendonly", "yes", "--appendfsync", fsync)
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)

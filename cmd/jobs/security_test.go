@@ -140,11 +140,7 @@ const leastPrivilege = "on >s3cret-pass ~jobs:* resetchannels &jobs:cancel -@all
 // that a wrong password fails on one line without echoing it.
 func TestACLUser(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv := redistest.Own(t)
 	admin := srv.Client(t)
 	args := append([]any{"ACL", "SETUSER", "jobsuser"}, toAny(strings.Fields(leastPrivilege))...)
 	if err := admin.Do(context.Background(), args...).Err(); err != nil {

@@ -285,11 +285,7 @@ func TestTailSurvivesBlipAndRedisRestart(t *testing.T) {
 		t.Skip("starts its own single redis-server")
 	}
 	t.Parallel()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := redistest.Own(t)
 	proxy := redistest.NewProxy(t, srv.Addr)
 	p := redistest.Prefix(t)
 	direct := func(q string) string {

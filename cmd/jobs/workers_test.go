@@ -231,11 +231,7 @@ func TestWorkersListedAgainAfterRedisRestart(t *testing.T) {
 		t.Skip("restarts a redis-server")
 	}
 	t.Parallel()
-	srv, err := redistest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := redistest.Own(t)
 	base := []string{"--redis", "redis://" + srv.Addr, "--prefix", "jobs"}
 	const beat = 500 * time.Millisecond
 	w := startCLI(t, append(base, "worker", "--beat", beat.String(), "--run", "t=true", "--log-level", "warn")...)

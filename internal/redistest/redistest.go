@@ -189,6 +189,19 @@ func Shared(tb testing.TB) *Server {
 	return shared
 }
 
+// Own starts a redis-server of the test's own (Start, with extra's flags), stopped when
+// the test ends (tb.Cleanup: after the cleanups registered later, such as a worker's
+// stop), and fails the test if it cannot start.
+func Own(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	srv, err := Start(extra...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Stop)
+	return srv
+}
+
 // ClusterClientWithPool returns a client of the package's cluster (JOBS_TEST_CLUSTER=1)
 // whose pool holds at most poolSize connections per node, closed when the test ends: for
 // tests of what a small pool must still do. It skips the test off a cluster.
