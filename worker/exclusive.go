@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -40,7 +39,7 @@ func (e *exclusive) Process(ctx context.Context, job *queue.Job) error {
 	}
 	lk, err := e.locker.TryLock(ctx, proto.ExclusiveLock(e.client.Config().Prefix, job.Exclusive), e.ttl)
 	if errors.Is(err, lock.ErrHeld) {
-		return &postpone{after: ExclusiveRetryDelay/2 + rand.N(ExclusiveRetryDelay), quiet: true,
+		return &postpone{after: jittered(ExclusiveRetryDelay), quiet: true,
 			reason: fmt.Sprintf("exclusive key %q is held by another job", job.Exclusive)}
 	}
 	if err != nil {
@@ -79,11 +78,7 @@ func (e *exclusive) lockFailed(ctx context.Context, job *queue.Job, err error) e
 		e.log.LogAttrs(ctx, slog.LevelWarn, "cannot take exclusive locks: postponing exclusive jobs until Redis takes them",
 			slog.String("error", err.Error()), slog.String(attrQueue, job.Queue))
 	}
-	d := ExclusiveRetryDelay
-	if n := job.Postponed - 10; n >= 0 {
-		d = min(ExclusiveRetryDelay<<min(n, 5), 30*time.Second)
-	}
-	return &postpone{after: d/2 + rand.N(d+1), quiet: true,
+	return &postpone{after: jittered(growing(job.Postponed, ExclusiveRetryDelay, ExclusiveRetryDelay, 30*time.Second)), quiet: true,
 		reason: fmt.Sprintf("exclusive key %q: cannot take its lock: %v", job.Exclusive, err)}
 }
 

@@ -253,32 +253,35 @@ func (l *loop) noHandler(r *run, err error) *postpone {
 
 // noHandlerDelay is the postponement of a job that met n workers without its handler.
 func noHandlerDelay(n int) time.Duration {
-	d := 200 * time.Millisecond
-	if n >= noHandlerQuick {
-		d = min(time.Second<<min(n-noHandlerQuick, 20), MaxBackoff)
-	}
-	return d/2 + rand.N(d+1) // +-50%
+	return jittered(growing(n, 200*time.Millisecond, time.Second, MaxBackoff))
 }
 
-// noHandlerQuick is how many quick postponements a job without a handler here gets.
-const noHandlerQuick = 10
-
 // snoozeFloor is the least a snooze (Snooze, RetryAfter, PauseKey, exit 76 and 77) of a
-// job postponed n times before waits: nothing for its first snoozeQuick, then 10 ms,
+// job postponed n times before waits: nothing for its first postponeQuick, then 10 ms,
 // doubled each time, up to a second. A handler that snoozes for nothing, or for a time
 // already past (RetryAfter(time.Until(reset)) after the reset), would otherwise run its
 // job about 450 times a second on one worker, each a claim, a hand back and a log line;
 // so it settles at once a second, while a snooze asked for a second or more, or a few
 // quick ones, wait exactly what they ask.
-func snoozeFloor(n int) time.Duration {
-	if n < snoozeQuick {
-		return 0
+func snoozeFloor(n int) time.Duration { return growing(n, 0, 10*time.Millisecond, time.Second) }
+
+// growing is the delay of a job postponed n times before, for a cause that is likely to
+// last when it repeats (no handler here, a snooze for nothing, a lock Redis refuses):
+// quick for its first postponeQuick postponements, then from, doubled each time, up to
+// most.
+func growing(n int, quick, from, most time.Duration) time.Duration {
+	if n < postponeQuick {
+		return quick
 	}
-	return min(10*time.Millisecond<<min(n-snoozeQuick, 7), time.Second)
+	return min(from<<min(n-postponeQuick, 20), most)
 }
 
-// snoozeQuick is how many snoozes of a job wait only what they ask (snoozeFloor).
-const snoozeQuick = 10
+// postponeQuick is how many postponements of a job wait their quick delay (growing).
+const postponeQuick = 10
+
+// jittered is d give or take half, so that jobs postponed together do not come back in
+// step.
+func jittered(d time.Duration) time.Duration { return d/2 + rand.N(d+1) }
 
 // reportError logs a failure to record a job's outcome.
 func (l *loop) reportError(job *queue.Job, err error) {
