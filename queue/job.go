@@ -77,6 +77,33 @@ type Job struct {
 	// it with every report on the job. Empty on the copy a handler gets (what a handler
 	// reports goes through the worker) and when read back.
 	Lease string
+
+	// plain is set on a claim's copy whose hash had none of unique_key, batch and
+	// limit_key: its ack tells the script so (ackHint), which then reads fewer fields.
+	// Those fields never change while a lease holds. A Job built any other way has it
+	// false, and its ack reads them all.
+	plain bool
+}
+
+// plainHash says whether a claimed job's hash (a flat field/value array) has none of the
+// fields its ack reads only for the jobs that have them (ack_jobs in scripts/lib).
+func plainHash(flat []any) bool {
+	for i := 0; i < len(flat); i += 2 {
+		switch flat[i] {
+		case "unique_key", "batch", "limit_key":
+			return false
+		}
+	}
+	return true
+}
+
+// ackHint is the job's character in an ack's hints (ack.lua, ackclaim.lua): '1' for a
+// plain job (see Job.plain), '0' to have every field read.
+func (j *Job) ackHint() byte {
+	if j.plain {
+		return '1'
+	}
+	return '0'
 }
 
 // decodeJob builds a Job from its hash fields. Unknown fields are ignored and missing ones

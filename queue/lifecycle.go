@@ -101,6 +101,7 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limite
 			return nil, proto.Limited{}, bad
 		}
 		j := decodeFlat(queue, id, flat[:len(flat)-4])
+		j.plain = plainHash(flat[:len(flat)-4])
 		j.State, j.Attempt, j.StartedAt, j.Worker = StateActive, int(attempt), started, worker
 		if start > now {
 			// A rate's token reserved ahead: the job starts at its instant (rate_ahead in
@@ -253,9 +254,13 @@ func (c *Client) ackCoalesced(ctx context.Context, items []ackItem) []error {
 		all := byQueue[q]
 		for start := 0; start < len(all); start += proto.MaxBatch {
 			chunk := all[start:min(start+proto.MaxBatch, len(all))]
-			args := make([]any, 0, 7+3*len(chunk))
+			hints := make([]byte, len(chunk))
+			for n, i := range chunk {
+				hints[n] = items[i].job.ackHint()
+			}
+			args := make([]any, 0, 8+3*len(chunk))
 			args = append(args, qk.jobPrefix, qk.stats, retention, c.cfg.DoneMax,
-				ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax())
+				ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax(), string(hints))
 			for _, i := range chunk {
 				args = append(args, items[i].job.ID, items[i].job.Lease, items[i].result)
 			}
@@ -339,9 +344,13 @@ func (c broker) ackClaim(ctx context.Context, queue string, finished []*Job, res
 	if w != nil {
 		member, waiterFor = w.Member, ms(proto.WaiterFor)
 	}
-	args := make([]any, 0, 13+3*len(finished))
+	hints := make([]byte, len(finished))
+	for i, f := range finished {
+		hints[i] = f.ackHint()
+	}
+	args := make([]any, 0, 14+3*len(finished))
 	args = append(args, qk.jobPrefix, qk.stats, c.doneRetention(), c.cfg.DoneMax, n, ms(lease), worker, token,
-		ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax(), member, waiterFor)
+		ms(c.cfg.DeadRetention), c.cfg.DeadMax, c.eventsMax(), member, waiterFor, string(hints))
 	for i, f := range finished {
 		args = append(args, f.ID, f.Lease, results[i])
 	}

@@ -24,7 +24,11 @@
 -- ARGV[6]  dead_max             the dead set keeps at most this many jobs
 -- ARGV[7]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: no events written)
--- ARGV[8+3k .. 10+3k]           id, lease token, result: one group per job (<= 1000)
+-- ARGV[8]  hints                one character per job: '1' when the caller's copy of it, from
+--                               its claim, had none of unique_key, batch and limit_key (its
+--                               ack reads fewer fields), else anything (ack_jobs in
+--                               scripts/lib)
+-- ARGV[9+3k .. 11+3k]           id, lease token, result: one group per job (<= 1000)
 -- Returns  one integer per job: 1 done; 2 done already, by this same lease (a resent ack:
 --          nothing changed); 3 cancelled by an operator, so dead instead (a resent ack
 --          gets 3 again); 0 lease lost (nothing changed for that job). A job acked with
@@ -42,7 +46,7 @@ local k = {active = KEYS[1], done = KEYS[2], dead = KEYS[3], ev = event_buf(KEYS
   prefix = ARGV[1], stats = ARGV[2], retention = tonumber(ARGV[3]), retention_s = ARGV[3], done_max = tonumber(ARGV[4]),
   dead_retention = tonumber(ARGV[5]), dead_max = tonumber(ARGV[6]), wakes = KEYS[7], track = {limit = KEYS[5]}}
 local now = now_ms()
-local out = ack_jobs(k, now, ARGV, 8)
+local out = ack_jobs(k, now, ARGV, 9, ARGV[8])
 wake_freed(KEYS[5], KEYS[1], KEYS[6], KEYS[7], k.freed, 0, now)
 write_events(k.ev)
 return out

@@ -39,7 +39,11 @@
 --                               limit cut it short), else taken out
 -- ARGV[13] waiter_ms            the registration's life from now (ms): the wait's length
 --                               and a margin
--- ARGV[14+3k .. 16+3k]          id, lease token, result: one group per job to ack (<= 1000)
+-- ARGV[14] hints                one character per job to ack: '1' when the caller's copy of
+--                               it, from its claim, had none of unique_key, batch and
+--                               limit_key (its ack reads fewer fields), else anything
+--                               (ack_jobs in scripts/lib)
+-- ARGV[15+3k .. 17+3k]          id, lease token, result: one group per job to ack (<= 1000)
 -- Returns  {acks, now, limit, job, job, ..., hand, hand, ...}: acks has one integer per
 --          acked job, as ack.lua's (1 done, 2 done already by this lease, 3 cancelled:
 --          dead, 0 lease lost); now (in microseconds), limit and the jobs are claim.lua's
@@ -59,7 +63,7 @@ local active, prefix = KEYS[1], ARGV[1]
 local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[6], tonumber(ARGV[11])),
   prefix = prefix, stats = ARGV[2], retention = tonumber(ARGV[3]), retention_s = ARGV[3], done_max = tonumber(ARGV[4]),
   dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), wakes = KEYS[8], track = {limit = KEYS[7]}}
-local acks = ack_jobs(k, now, ARGV, 14)
+local acks = ack_jobs(k, now, ARGV, 15, ARGV[14])
 -- The limits as the acks read them, if they did (a keyed job's): the acks change none.
 local out, limit, conc, running = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
   tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev, k.track.l)

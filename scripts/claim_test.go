@@ -21,7 +21,7 @@ func TestClaimNowOrdersClaims(t *testing.T) {
 	if err := Claim.Run(ctx, rdb, claimKeys, p+"job:", 1, 1000, "w", "t", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := AckClaim.Run(ctx, rdb, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10, 0, "", 0).Err(); err != nil {
+	if err := AckClaim.Run(ctx, rdb, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10, 0, "", 0, "").Err(); err != nil {
 		t.Fatal(err)
 	}
 	const n = 2000
@@ -39,7 +39,7 @@ func TestClaimNowOrdersClaims(t *testing.T) {
 				return now, nil
 			}
 		} else {
-			cmd := AckClaim.EvalSha(ctx, pipe, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10, 0, "", 0)
+			cmd := AckClaim.EvalSha(ctx, pipe, ackClaimKeys, p+"job:", p+"stats:", 1000, 10, 1, 1000, "w", "t", 1000, 10, 0, "", 0, "")
 			nows[i] = func() (int64, error) {
 				v, err := cmd.Slice()
 				if err != nil {

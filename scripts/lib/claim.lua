@@ -6,7 +6,13 @@
 -- reap). k holds the keys and settings: active, done, dead (keys), prefix, stats (key
 -- prefixes), retention (and retention_s, the same as given: a string), done_max, dead_retention, dead_max, and ev, the call's events
 -- buffer (see event_buf; the caller writes it). argv[from], argv[from+1],
--- argv[from+2], ... are groups of id, lease token, result. A done job keeps its hash for
+-- argv[from+2], ... are groups of id, lease token, result. hints has one character per
+-- group: '1' when the caller's copy of that job came from its claim and its hash had none
+-- of unique_key, batch and limit_key then (fields no script changes while a lease holds,
+-- and a lease is one claim's), so only the fields that can change meanwhile (lease,
+-- cancel, dependents) and the event's are read; anything else (or none): all are read.
+-- A plain job's ack reads 6 fields instead of 10, most of them absent: each absent field
+-- is a scan of the whole hash. A done job keeps its hash for
 -- retention ms (<= 0: deleted at once) in the done set, trimmed to done_max; a cancelled
 -- one goes through to_dead with last_error "cancelled by operator" and counts as failed.
 -- Returns one integer per group: 1 done, 2 done already by this very lease (a resent ack;
@@ -16,13 +22,19 @@
 -- in its history; a done attempt needs no record, see add_attempt). k.freed is set to the
 -- number of jobs settled (slots freed, for wake_freed). A keyed job's slot under its key
 -- is freed too, one key_freed per key (k.wakes: the wake list, k.track: see key_tracked).
-local function ack_jobs(k, now, argv, from)
+local function ack_jobs(k, now, argv, from, hints)
   local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
   local out, finished, held, at = {}, {}, {}, {}
   for i = from, #argv, 3 do
-    local job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep', 'cancel',
-      'type', 'attempt', 'worker', 'dependents', 'batch', 'limit_key')
+    local job
+    if string.byte(hints, #out + 1) == 49 then -- '1': a plain job (see above)
+      local j = redis.call('HMGET', prefix .. argv[i], 'lease', 'cancel', 'type', 'attempt', 'worker', 'dependents')
+      job = {j[1], false, false, j[2], j[3], j[4], j[5], j[6], false, false}
+    else
+      job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep', 'cancel',
+        'type', 'attempt', 'worker', 'dependents', 'batch', 'limit_key')
+    end
     if not holds(job[1], argv[i + 1]) then
       -- 2 or 3: this very lease settled it already (go-redis resent an ack whose reply was
       -- lost).
@@ -49,7 +61,8 @@ local function ack_jobs(k, now, argv, from)
   -- memory), instead of leaving the jobs to expire and burn their retries.
   redis.call('ZREM', k.active, unpack(finished))
   local kept, cancelled, linked, now_s = {}, 0, nil, string.format('%d', now)
-  local byk, keys = {}, {}
+  -- gone: the hashes of done jobs not kept, deleted by one DEL after the loop.
+  local byk, keys, gone = {}, {}, {}
   for n, id in ipairs(finished) do
     local key = prefix .. id
     local token = argv[at[n] + 1]
@@ -81,7 +94,7 @@ local function ack_jobs(k, now, argv, from)
         linked[#linked + 1] = {id, 'done', job[8], job[9]}
       end
       if k.retention <= 0 then
-        redis.call('DEL', key)
+        gone[#gone + 1] = key
       else
         redis.call('HSET', key, 'state', 'done', 'finished_at', now_s, 'result', argv[at[n] + 2], 'lease',
           ended_lease('done', token))
@@ -91,6 +104,7 @@ local function ack_jobs(k, now, argv, from)
       end
     end
   end
+  if #gone > 0 then redis.call('DEL', unpack(gone)) end
   for _, lk in ipairs(keys) do key_freed(prefix, lk, byk[lk], now, k.wakes, k.track) end
   if #kept > 0 then
     redis.call('ZADD', k.done, unpack(kept))
