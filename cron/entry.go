@@ -16,7 +16,7 @@ type Entry struct {
 	Name string `json:"name"`
 	// Spec is when it fires: six fields with seconds ("0 30 3 * * *"), five without
 	// (seconds = 0), or a descriptor (@every 5s, @hourly, @daily, ...), optionally
-	// prefixed with CRON_TZ=Area/City. @every ticks are aligned to multiples of the
+	// prefixed with CRON_TZ=Area/City (without it, UTC on every host). @every ticks are aligned to multiples of the
 	// interval, so every scheduler computes the same ticks. A spec that never fires
 	// (February 30) is refused. The package doc says how ticks fall on daylight-saving
 	// changes.

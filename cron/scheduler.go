@@ -11,12 +11,14 @@
 // (February 30) is refused; one found in Redis anyway is skipped and logged. Each tick is
 // fired on its own goroutine, so an entry whose enqueue fails never delays another's.
 //
-// Daylight saving (CRON_TZ, or the local zone): as in system cron (vixie, cronie), an
-// entry at fixed times fires each wall time once. A time the clocks skip in spring (02:30
-// when they jump from 02:00 to 03:00) fires right after the jump, once; a time they show
-// twice in autumn fires at its first occurrence only. An entry whose second, minute or
-// hour field is a wildcard (`*`, `*/n`; @hourly) follows real time instead: it fires in
-// both passes of a repeated hour and not in a skipped one. @every counts real time.
+// Time zones: a spec is in UTC unless prefixed CRON_TZ=Area/City, so that schedulers on
+// hosts set to different zones compute the same ticks. Daylight saving (CRON_TZ): as in
+// system cron (vixie, cronie), an entry at fixed times fires each wall time once. A time
+// the clocks skip in spring (02:30 when they jump from 02:00 to 03:00) fires right after
+// the jump, once; a time they show twice in autumn fires at its first occurrence only. An
+// entry whose second, minute or hour field is a wildcard (`*`, `*/n`; @hourly) follows
+// real time instead: it fires in both passes of a repeated hour and not in a skipped one.
+// @every counts real time.
 package cron
 
 import (
