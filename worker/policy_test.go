@@ -188,3 +188,31 @@ func TestErrorHooks(t *testing.T) {
 		t.Errorf("%d more OnDead and %d more OnError calls than failures", len(deaths), len(errs))
 	}
 }
+
+// PauseKey of a job without a limit key is a snooze, as its doc says, and is recorded
+// as one: no "limit key paused" error on the job (QA: exit 77 of an unkeyed job read as a
+// key's pause in its last error and the log).
+func TestPauseKeyWithoutALimitKeyIsASnooze(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var runs atomic.Int32
+	var errAt2 atomic.Value
+	startWorker(t, c, Config{Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		if runs.Add(1) == 1 {
+			return PauseKey(20 * time.Millisecond)
+		}
+		errAt2.Store(j.LastError)
+		return nil
+	})})
+	id, err := c.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := waitState(t, c, queue.DefaultQueue, id, queue.StateDone, 10*time.Second)
+	if j.Attempt != 1 || j.Postponed != 1 || runs.Load() != 2 {
+		t.Errorf("attempt %d postponed %d runs %d; want 1, 1, 2", j.Attempt, j.Postponed, runs.Load())
+	}
+	if got := errAt2.Load(); got != "" {
+		t.Errorf("second run saw last error %q, want none (a snooze)", got)
+	}
+}
