@@ -124,7 +124,7 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 			Name: "jobs_cron_fired_total", Help: "Cron ticks this scheduler enqueued, by entry.",
 		}, []string{"entry"})
 		s.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobs_cron_skipped_total", Help: "Cron ticks this scheduler left to another (reason held or duplicate), by entry.",
+			Name: "jobs_cron_skipped_total", Help: "Cron ticks this scheduler did not enqueue, by entry and reason: held or duplicate (another scheduler fired it), running (an exclusive entry's last job is still pending or running).",
 		}, []string{"entry", "reason"})
 		for _, c := range []prometheus.Collector{s.fired, s.skipped} {
 			if err := reg.Register(c); err != nil {
@@ -362,6 +362,11 @@ func (s *Scheduler) fire(ctx context.Context, e Entry, sched schedule, tick time
 		}
 	}
 	switch {
+	case errors.Is(err, queue.ErrDuplicate) && e.Exclusive && id != "" && id != JobID(e.Name, tick):
+		log.LogAttrs(ctx, slog.LevelInfo, "tick skipped: the entry's last job is still pending or running",
+			slog.String("job_id", id))
+		s.count(s.skipped, e.Name, "running")
+		return
 	case errors.Is(err, queue.ErrDuplicate):
 		log.LogAttrs(ctx, slog.LevelDebug, "tick already enqueued")
 		s.count(s.skipped, e.Name, "duplicate")

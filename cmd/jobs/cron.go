@@ -31,7 +31,7 @@ func cronCommand(e *env) *cli.Command {
 					&cli.StringFlag{Name: "queue", Usage: "queue of the jobs (default: default)"},
 					&cli.IntFlag{Name: "max-retry", DefaultText: strconv.Itoa(queue.DefaultMaxRetry), Usage: "retries of each job"},
 					&cli.DurationFlag{Name: "timeout", DefaultText: queue.DefaultTimeout.String(), Usage: "limit of one attempt"},
-					&cli.BoolFlag{Name: "exclusive", Usage: "never run two of its jobs at once (a long run delays the next tick's)"},
+					&cli.BoolFlag{Name: "exclusive", Usage: "never run two of its jobs at once: a tick while its last job is pending or running is skipped"},
 					&cli.BoolFlag{Name: "catch-up", Usage: "on start, fire the latest tick missed while no scheduler ran"},
 				},
 				Action: func(c *cli.Context) error {
