@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -206,7 +207,9 @@ func checkPrograms(runs []string, execs []*worker.Exec) error {
 		if _, err := exec.LookPath(h.Args[0]); err != nil {
 			typ, _, _ := strings.Cut(runs[i], "=")
 			why := "not found"
-			if errors.Is(err, fs.ErrPermission) {
+			if st, serr := os.Stat(h.Args[0]); serr == nil && st.IsDir() && strings.Contains(h.Args[0], "/") {
+				why = "is a directory"
+			} else if errors.Is(err, fs.ErrPermission) {
 				why = "not executable"
 			}
 			return usagef("--run %s: program %s %s", typ, h.Args[0], why)
