@@ -100,13 +100,20 @@ func TestExecSnooze(t *testing.T) {
 	if j.Attempt != 1 || j.Postponed != 1 {
 		t.Errorf("attempt %d, postponed %d; want the snooze uncounted: 1, 1", j.Attempt, j.Postponed)
 	}
-	bad, _ := NewExec(`sh -c 'echo soon; exit 76'`)
-	c2 := newClient(t)
-	startWorker(t, c2, Config{Handler: bad})
-	id, _ = c2.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
-	j = waitState(t, c2, queue.DefaultQueue, id, queue.StateDead, 10*time.Second)
-	if !strings.Contains(j.LastError, "without a delay") {
-		t.Errorf("exit 76 without a delay: last error %q, want it to say so", j.LastError)
+	for _, tc := range []struct{ program, want string }{
+		{`sh -c 'exit 76'`, "without a delay as the last line of stdout"},
+		{`sh -c 'echo soon; exit 76'`, `with "soon" as the last line of stdout, not a delay`},
+		// Past time.Duration's range: said so, not "without a delay" (QA).
+		{`sh -c 'echo 100000000h; exit 76'`, `with "100000000h" as the last line of stdout, not a delay ("30s", "5m" or seconds, at most 2562047h0m0s)`},
+	} {
+		bad, _ := NewExec(tc.program)
+		c2 := newClient(t)
+		startWorker(t, c2, Config{Handler: bad})
+		id, _ = c2.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
+		j = waitState(t, c2, queue.DefaultQueue, id, queue.StateDead, 10*time.Second)
+		if !strings.Contains(j.LastError, tc.want) {
+			t.Errorf("%s: last error %q, want %q", tc.program, j.LastError, tc.want)
+		}
 	}
 }
 
