@@ -125,12 +125,15 @@ func (l *loop) settleFailure(r *run, o outcome) {
 			switch {
 			case err != nil:
 			case pauseKey:
+				l.w.metrics.postpone(r.job, "pause_key")
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job's limit key paused",
 					slog.String("limit_key", r.job.LimitKey), slog.Duration("for", after))
 			case pp.snooze:
+				l.w.metrics.postpone(r.job, "snooze")
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job snoozed",
 					slog.Duration("retry_in", after))
 			default:
+				l.w.metrics.postpone(r.job, "postpone")
 				level := slog.LevelInfo
 				if pp.quiet {
 					level = slog.LevelDebug
