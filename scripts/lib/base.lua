@@ -120,6 +120,21 @@ local function event(b, name, id, typ, attempt, worker, err)
   b[n + 1] = name .. '\t' .. id .. '\t' .. typ .. '\t' .. attempt .. '\t' .. worker .. '\t' .. err
 end
 
+-- event_again adds id to buffer b as one more event like the last one added (the caller
+-- knows it is: same name, type, attempt, worker and error as the event it added last),
+-- as event would: the ID alone, when the entry has room for it. Returns false, adding
+-- nothing, when it cannot (no event yet, events off, a new entry starts, an empty ID):
+-- the caller calls event then. A claim or an ack of a hundred jobs of one type makes a
+-- hundred events: this spares each the comparisons event makes, about 3% of Redis's
+-- instructions per job.
+local function event_again(b, id)
+  local n = b.n
+  if n % b.per_entry == 0 or id == '' then return false end
+  b.n = n + 1
+  b[n + 1] = id
+  return true
+end
+
 -- write_events appends the call's events (buffer b) to the stream as entries of up to
 -- b.per_entry events (one entry for most calls), and caps the stream at about maxlen
 -- entries (MAXLEN ~: Redis drops whole nodes of old entries, never one at a time) on the

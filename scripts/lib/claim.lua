@@ -61,8 +61,11 @@ local function ack_jobs(k, now, argv, from, hints)
   -- memory), instead of leaving the jobs to expire and burn their retries.
   redis.call('ZREM', k.active, unpack(finished))
   local kept, cancelled, linked, now_s = {}, 0, nil, string.format('%d', now)
-  -- gone: the hashes of done jobs not kept, deleted by one DEL after the loop.
+  -- gone: the hashes of done jobs not kept, deleted by one DEL after the loop. etyp,
+  -- eatt, ewkr: the type, attempt and worker of the done event added last (etyp = k:
+  -- none, or another event came since), for event_again.
   local byk, keys, gone = {}, {}, {}
+  local etyp, eatt, ewkr = k, nil, nil
   for n, id in ipairs(finished) do
     local key = prefix .. id
     local token = argv[at[n] + 1]
@@ -83,9 +86,13 @@ local function ack_jobs(k, now, argv, from, hints)
         add_attempt(h[2], job[6], h[1], now, job[7], 'cancelled', 'cancelled by operator'))
       to_dead(k.dead, prefix, id, now, k.dead_retention, k.dead_max, ended_lease('cancelled', token), k.ev)
       event(k.ev, 'dead', id, job[5], job[6], job[7], 'cancelled by operator')
+      etyp = k
       cancelled = cancelled + 1
     else
-      event(k.ev, 'done', id, job[5], job[6], job[7], '')
+      if not (job[5] == etyp and job[6] == eatt and job[7] == ewkr and event_again(k.ev, id)) then
+        event(k.ev, 'done', id, job[5], job[6], job[7], '')
+        etyp, eatt, ewkr = job[5], job[6], job[7]
+      end
       if held[n][2] then release_held(held[n][2], held[n][3], id) end
       -- A job something waits on (a dependent, a batch) is followed once its own state is
       -- written; a plain job pays only the two fields of the HMGET above.
@@ -246,7 +253,9 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   -- slow printf of a double, each time: the values shared by the claim's jobs are
   -- formatted once, as integers, and the attempts once per value met.
   local deadline_s, now_s, attempts = string.format('%d', deadline), string.format('%d', now), {}
-  local out, leased = {}, {}
+  -- etyp, eatt: the type and attempt of the started event added last (ev: none yet), for
+  -- event_again: nothing else adds events in this loop.
+  local out, leased, etyp, eatt = {}, {}, ev, nil
   for k, id in ipairs(ids) do
     local key = prefix .. id
     -- One read, one write per job: the hash is read whole (the worker needs it) and the
@@ -291,7 +300,10 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       if not att then att = string.format('%d', attempt); attempts[attempt] = att end
       redis.call('HSET', key, 'attempt', att, 'state', 'active', 'started_at', started,
         'worker', worker, 'lease', string.format('%s:%d', token, k))
-      event(ev, 'started', id, typ, att, worker, '')
+      if not (typ == etyp and att == eatt and event_again(ev, id)) then
+        event(ev, 'started', id, typ, att, worker, '')
+        etyp, eatt = typ, att
+      end
       job[#job + 1] = id
       job[#job + 1] = attempt
       job[#job + 1] = k
