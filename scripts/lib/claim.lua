@@ -123,7 +123,10 @@ end
 local function limit_room(limit, active, n, now, now_us, l)
   l = l or limit_fields(limit)
   -- ktrack and kown as read: pop_keyed makes them booleans (key_flags).
-  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6], kdef = l[7], kown = l[8], kflags = l[9]}
+  -- Every field the claim may set is named here: a table built with room for them is
+  -- not rebuilt (rehashed) when they are set.
+  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6], kdef = l[7], kown = l[8], kflags = l[9],
+    running = nil, free = nil, bound = nil, why = nil, tau = nil, burst = nil, base = nil, kread = nil}
   if g.conc > 0 then
     -- ZCARD counts the leases that expired too (a dead worker's, until reaped): when even
     -- that leaves room for the whole claim, the limit cannot cut it, and the exact count

@@ -202,19 +202,23 @@ local function key_specs(limit, due, from, specs)
 end
 
 -- key_pop pops up to room more job IDs of key record r (pop_keyed's), oldest first, onto
--- ids (n of them so far) and keyof; r.room and r.popped count what the key was asked for
--- and gave (a key that gave less than it was asked for ran dry: key_claimed). counts:
--- the claim's cache of counts formatted. Returns the new n.
+-- ids (n of them so far), and r at the same places in keyof when the claim must count
+-- its jobs (r.act: their leases; r.tau: its rate's tokens; else nothing of the key
+-- follows a job, and keyof is left alone); r.room and r.popped count what the key was
+-- asked for and gave (a key that gave less than it was asked for ran dry: key_claimed).
+-- counts: the claim's cache of counts formatted. Returns the new n.
 local function key_pop(r, room, ids, keyof, n, counts)
   if room <= 0 then return n end
   r.room = r.room + room
+  local follow = r.act or r.tau
   if room == 1 then
     -- RPOP without a count returns the ID itself: no array to build, about half the
     -- cost of a call with one (a claim over many keys takes one job of each).
     local id = redis.call('RPOP', r.list)
     if id then
       r.popped, n = r.popped + 1, n + 1
-      ids[n], keyof[n] = id, r
+      ids[n] = id
+      if follow then keyof[n] = r end
     end
     return n
   end
@@ -223,9 +227,16 @@ local function key_pop(r, room, ids, keyof, n, counts)
   local got = redis.call('RPOP', r.list, counts[room])
   if got then
     r.popped = r.popped + #got
-    for _, id in ipairs(got) do
-      n = n + 1
-      ids[n], keyof[n] = id, r
+    if follow then
+      for _, id in ipairs(got) do
+        n = n + 1
+        ids[n], keyof[n] = id, r
+      end
+    else
+      for _, id in ipairs(got) do
+        n = n + 1
+        ids[n] = id
+      end
     end
   end
   return n
@@ -319,7 +330,8 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
 end
 
 -- key_claimed settles the keys pop_keyed took from: the leases of the jobs claimed
--- (r.m of them; their IDs r.ids while the leases are kept) go into the key's lease set, its rate's tat moves on by one tau each, and the
+-- (r.m of them, counted for a key with r.act or r.tau only; their IDs r.ids while the
+-- leases are kept) go into the key's lease set, its rate's tat moves on by one tau each, and the
 -- key gets its next place in the ring: gone when it has no job left, else now (behind
 -- the keys due before it), or later when a limit holds it back: its earliest lease
 -- deadline (concurrency) or its next token (rate), whichever is later. Which keys ran
