@@ -221,7 +221,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   local ids, keyof, recs, due = {}, {}, nil, nil
   if g.n > 0 then
     due = due_keys(ring, now_us, g.n)
-    if due and #due > 0 then
+    if due and due.n > 0 then
       local share = g.n
       if redis.call('LLEN', ready) > 0 then
         if g.n == 1 then share = now_us % 2 else share = math.ceil(g.n / 2) end
@@ -235,7 +235,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       end
     end
     -- A claim of one that gave its turn to ready and found it empty takes a key's job.
-    if #ids == 0 and due and #due > 0 and not recs then
+    if #ids == 0 and due and due.n > 0 and not recs then
       recs = pop_keyed(g, limit, active, base, due, g.n, now, now_us, ids, keyof)
     end
   end
@@ -245,6 +245,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   -- formatted once, as integers, and the attempts once per value met.
   local deadline_s, now_s, attempts = string.format('%d', deadline), string.format('%d', now), {}
   local out, leased = {}, {}
+  local next_ms = (now + 1) * 1000 -- the first microsecond after now's millisecond
   for k, id in ipairs(ids) do
     local key = prefix .. id
     -- One read, one write per job: the hash is read whole (the worker needs it) and the
@@ -278,13 +279,11 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
         -- allows after this one (20ms apart under a 25ms key rate).
         r.next_tat = math.max(r.next_tat or r.base, start) + r.tau
       end
-      -- Formatted only when its millisecond is not now's: under a fast rate, most jobs of a
-      -- claim start a few microseconds apart, within now's millisecond.
+      -- Formatted only when its millisecond is not now's (start is never before now_us):
+      -- under a fast rate, most jobs of a claim start a few microseconds apart, within
+      -- now's millisecond.
       local started = now_s
-      if start ~= now_us then
-        local ms = math.floor(start / 1000)
-        if ms ~= now then started = string.format('%d', ms) end
-      end
+      if start >= next_ms then started = string.format('%d', math.floor(start / 1000)) end
       local att = attempts[attempt]
       if not att then att = string.format('%d', attempt); attempts[attempt] = att end
       redis.call('HSET', key, 'attempt', att, 'state', 'active', 'started_at', started,

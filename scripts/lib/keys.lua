@@ -145,9 +145,10 @@ end
 -- due_keys fetches the keys of ring due now (us), oldest first, for a claim of up to n
 -- keyed jobs: a first look takes about n/q of them (q: key_quantum), enough when each
 -- has q jobs (one ZRANGEBYSCORE of a few keys, not of n); pop_keyed takes more
--- (due_more) only when they ran short. Returns them as an array with: q; waiting (the
--- ring's size); full, true when more keys may be due after them; nil when the ring is
--- empty (no keyed job waits).
+-- (due_more) only when they ran short. Returns a record: keys (the array of them) and n
+-- (how many); q; waiting (the ring's size); full, true when more keys may be due after
+-- them; now_s; nil when the ring is empty (no keyed job waits). A record built whole:
+-- fields added to the reply's array one by one rebuilt its hash part three times.
 local function due_keys(ring, now_us, n)
   local waiting = redis.call('ZCARD', ring)
   if waiting == 0 then return nil end
@@ -157,9 +158,8 @@ local function due_keys(ring, now_us, n)
   -- served keys' new score: key_claimed): Redis formats a number argument with a printf
   -- of %.17g, about a third of this call's cost.
   local now_s = string.format('%d', now_us)
-  local due = redis.call('ZRANGEBYSCORE', ring, '-inf', now_s, 'LIMIT', '0', string.format('%d', ask))
-  due.q, due.waiting, due.full, due.now_s = q, waiting, #due == ask, now_s
-  return due
+  local keys = redis.call('ZRANGEBYSCORE', ring, '-inf', now_s, 'LIMIT', '0', string.format('%d', ask))
+  return {keys = keys, n = #keys, q = q, waiting = waiting, full = #keys == ask, now_s = now_s}
 end
 
 -- due_more appends to due (from due_keys) the next keys due now, up to left + 16 of them
@@ -168,8 +168,11 @@ end
 local function due_more(ring, due, left)
   if not due.full then return 0 end
   local ask = left + 16
-  local more = redis.call('ZRANGEBYSCORE', ring, '-inf', due.now_s, 'LIMIT', #due, ask)
-  for _, k in ipairs(more) do due[#due + 1] = k end
+  local more = redis.call('ZRANGEBYSCORE', ring, '-inf', due.now_s, 'LIMIT', due.n, ask)
+  for _, k in ipairs(more) do
+    due.n = due.n + 1
+    due.keys[due.n] = k
+  end
   due.full = #more == ask
   return #more
 end
@@ -178,8 +181,8 @@ end
 -- it is full, and then at most the ring's keys (waiting) from the i-th on. A key's share
 -- of a claim is what is left divided by it (pop_keyed).
 local function due_left(due, i)
-  if due.full then return math.max(due.waiting - i + 1, #due - i + 1) end
-  return #due - i + 1
+  if due.full then return math.max(due.waiting - i + 1, due.n - i + 1) end
+  return due.n - i + 1
 end
 
 -- key_spec parses a key limit as limit.lua stores it: "concurrency rate period_ms burst",
@@ -195,7 +198,7 @@ end
 -- fields 'key:'..K) into specs at the same places (false: none).
 local function key_specs(limit, due, from, specs)
   local fields = {}
-  for i = from, #due do fields[#fields + 1] = 'key:' .. due[i] end
+  for i = from, due.n do fields[#fields + 1] = 'key:' .. due.keys[i] end
   if #fields == 0 then return end
   local got = redis.call('HMGET', limit, unpack(fields))
   for j, v in ipairs(got) do specs[from + j - 1] = v end
@@ -273,12 +276,12 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     local left = want - n
     if left <= 0 then break end
     i = i + 1
-    if i > #due then
+    if i > due.n then
       -- The keys looked at ran short (some had fewer than their share): look further.
       if due_more(base .. 'keys', due, left) == 0 then break end
       if g.kown then key_specs(limit, due, i, specs) end
     end
-    local k = due[i]
+    local k = due.keys[i]
     local sp = default
     if specs[i] then sp = key_spec(specs[i]) or default end
     local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0}
