@@ -268,8 +268,11 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     g.kread = true
   end
   -- The keys' own limits, when some key has one (the field kown, see limit.lua).
-  local specs = {}
-  if g.kown then key_specs(limit, due, 1, specs) end
+  local specs = nil
+  if g.kown then
+    specs = {}
+    key_specs(limit, due, 1, specs)
+  end
   local default = key_spec(g.kdef)
   local recs, n, counts, i = {}, #ids, {}, 0
   while true do
@@ -283,7 +286,7 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     end
     local k = due.keys[i]
     local sp = default
-    if specs[i] then sp = key_spec(specs[i]) or default end
+    if specs and specs[i] then sp = key_spec(specs[i]) or default end
     local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0}
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
@@ -343,17 +346,18 @@ end
 -- did.
 local function key_claimed(ring, recs, deadline, now, now_us, now_s)
   -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
-  local places, gone, maybe, lists = {}, {}, {}, {}
+  local places, gone, lists = {}, {}, {}
   for _, r in ipairs(recs) do
     if r.room > 0 and r.popped < r.room then
       r.dry = true
     else
-      maybe[#maybe + 1] = r
       lists[#lists + 1] = r.list
     end
   end
   if #lists > 0 and redis.call('EXISTS', unpack(lists)) < #lists then
-    for _, r in ipairs(maybe) do r.dry = redis.call('EXISTS', r.list) == 0 end
+    for _, r in ipairs(recs) do
+      if not r.dry then r.dry = redis.call('EXISTS', r.list) == 0 end
+    end
   end
   for _, r in ipairs(recs) do
     local m = r.m
