@@ -246,6 +246,8 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   local deadline_s, now_s, attempts = string.format('%d', deadline), string.format('%d', now), {}
   local out, leased = {}, {}
   local next_ms = (now + 1) * 1000 -- the first microsecond after now's millisecond
+  -- The queue rate's token instants (rate_start), from locals: this loop runs per job.
+  local qtau, qbase, qburst = g.tau, g.base, g.burst
   for k, id in ipairs(ids) do
     local key = prefix .. id
     -- One read, one write per job: the hash is read whole (the worker needs it) and the
@@ -267,7 +269,8 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- say from a command resent after a lost reply): running it would run the job twice,
     -- or take a done job back to active.
     if state == 'ready' then
-      local start = rate_start(g, #out + 1, now_us)
+      local start = now_us
+      if qtau then start = math.max(qbase + (#out + 1 - qburst) * qtau, now_us) end
       -- A job under its key's rate starts at its key token's instant too: later than now
       -- only for a token claimed ahead, never under a queue rate (pop_keyed).
       local r = keyof[k]
