@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -233,10 +234,10 @@ var ErrState = errors.New("queue: job is in the wrong state")
 // ready, waiting and done jobs are refused with ErrState; an unknown ID is ErrNotFound.
 func (c *Client) Retry(ctx context.Context, queue, id string) error {
 	res, err := c.retry(ctx, queue, "", []string{id})
-	if err != nil {
+	if res == nil {
 		return err
 	}
-	return stateResult("retry", id, res[0])
+	return cmp.Or(err, stateResult("retry", id, res[0]))
 }
 
 // RetryAllDead makes every dead job of queue ready now (or waiting, as Retry does), in
@@ -269,7 +270,7 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 		}
 		left -= int64(len(ids))
 		res, err := c.retry(ctx, queue, StateDead, ids)
-		if err != nil {
+		if res == nil {
 			return total, err
 		}
 		moved := 0
@@ -289,6 +290,9 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 			}
 		}
 		total += moved
+		if err != nil { // moved, not all linked
+			return total, err
+		}
 		if moved == 0 && len(stale) > 0 { // only stale entries left (their hashes expired): drop them
 			c.rdb.ZRem(ctx, qk.dead, stale...)
 		} else {
@@ -318,6 +322,9 @@ func (c *Client) snapshot(ctx context.Context, key string) (maxScore string, n i
 	return strconv.FormatFloat(last.Val()[0].Score, 'f', -1, 64), card.Val(), nil
 }
 
+// retry runs retry.lua on ids and links the dependencies of the jobs it put back to
+// waiting (relink). res is nil when the script's outcome is unknown; with res, err is
+// relink's: the jobs moved, some not fully linked.
 func (c *Client) retry(ctx context.Context, queue string, from State, ids []string) ([]string, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return nil, err
@@ -336,7 +343,7 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 	if len(res) != len(ids) {
 		return nil, fmt.Errorf("retry in %s: %w", queue, errBadReply)
 	}
-	return res, nil
+	return res, c.relink(ctx, queue, ids, res)
 }
 
 // Cancel stops a job: a scheduled, ready or retry job goes to dead at once ("cancelled
