@@ -225,13 +225,22 @@ func (c *Client) latencies(ctx context.Context, qs []string, heads [][]string, n
 var ErrState = errors.New("queue: job is in the wrong state")
 
 // Retry makes a dead, retry or scheduled job ready now. A dead job gets a fresh attempt
-// budget. A dead job that died waiting for its dependencies (cancelled, or a dependency
-// died) goes back to waiting for those that have not ended yet, and is ready only when
-// none is left (one that died meanwhile does not kill it again: the retry is the
-// operator's call). A dead unique job takes its unique key back for its unique TTL; when
-// another job holds the key now (its release let that one in), Retry refuses with an
-// error wrapping ErrDuplicate that names the holder, and the job stays dead. Active,
-// ready, waiting and done jobs are refused with ErrState; an unknown ID is ErrNotFound.
+// budget. A workflow job never runs before its dependencies succeeded, also when
+// retried: a dead job that died waiting for them (cancelled, or a dependency died) goes
+// back to waiting for every one not done, a dead one too (retry that one as well: the job
+// runs once it is done, and dies again if it dies again); under IgnoreDependencyFailure a
+// dead one is not waited for. A dependency whose record is gone (purged, deleted, or its
+// done record expired) counts as dead, as at enqueue: the job dies again at once, and
+// Retry returns nil (Get shows it). A dead job that had started goes to ready: its
+// dependencies had succeeded. A dead dependency that a retried job waits on is kept past
+// its DeadRetention until it is retried, purged, deleted or trimmed from the dead set,
+// each of which resolves the job. Linking the dependencies takes two more round trips;
+// when they fail, the error wraps ErrUncertain: the job waits, and cancelling and
+// retrying it again completes it. A dead unique job takes its unique key back for its
+// unique TTL; when another job holds the key now (its release let that one in), Retry
+// refuses with an error wrapping ErrDuplicate that names the holder, and the job stays
+// dead. Active, ready, waiting and done jobs are refused with ErrState; an unknown ID is
+// ErrNotFound.
 func (c *Client) Retry(ctx context.Context, queue, id string) error {
 	res, err := c.retry(ctx, queue, "", []string{id})
 	if res == nil {
@@ -240,8 +249,9 @@ func (c *Client) Retry(ctx context.Context, queue, id string) error {
 	return cmp.Or(err, stateResult("retry", id, res[0]))
 }
 
-// RetryAllDead makes every dead job of queue ready now (or waiting, as Retry does), in
-// batches of 1000, and returns how many it moved. It retries the jobs dead when it
+// RetryAllDead makes every dead job of queue ready now (or waiting, as Retry does: a dead
+// chain runs step by step again, in order), in batches of 1000, and returns how many it
+// moved. It retries the jobs dead when it
 // starts: a job that dies again meanwhile (a poison job, with workers running) enters the
 // dead set with a later score and is left there, so the call always ends. Unique jobs
 // whose key another job holds now are left dead, and the error (wrapping ErrDuplicate)

@@ -499,7 +499,7 @@ type Dependent struct {
 // Dependents returns up to max of the jobs enqueued after job (After or AfterJob naming
 // it) while it has not ended, sorted, with their state now (one may have died of another
 // dependency since), and how many there are in all; none once job ended (its end
-// resolved them). The cost does not grow with their number: of more than max, max are
+// resolved them), except the retried jobs that wait on it while it is dead (Retry). The cost does not grow with their number: of more than max, max are
 // picked at random. Two round trips. A max under 1 is ErrInvalid.
 func (c *Client) Dependents(ctx context.Context, job *Job, max int) ([]Dependent, int, error) {
 	if max < 1 {
