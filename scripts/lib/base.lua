@@ -49,20 +49,21 @@ local function trim(set, job_prefix, now, retention_ms, max_n, state)
   if over > 0 then
     for _, v in ipairs(redis.call('ZRANGE', set, 0, over - 1)) do table.insert(old, v) end
   end
-  local base = string.sub(job_prefix, 1, -5)
   local linked = nil
   for _, v in ipairs(old) do
     redis.call('ZREM', set, v)
-    local h = redis.call('HMGET', job_prefix .. v, 'state', 'dependents')
-    if h[1] == state then
-      if state == 'dead' then
+    if state ~= 'dead' then
+      -- The done set: trimmed on the acks' path, where one field is all it needs.
+      if redis.call('HGET', job_prefix .. v, 'state') == state then redis.call('DEL', job_prefix .. v) end
+    else
+      local h = redis.call('HMGET', job_prefix .. v, 'state', 'dependents')
+      local base = string.sub(job_prefix, 1, -5)
+      if h[1] == state then
         redis.call('DEL', job_prefix .. v, base .. 'deps:' .. v)
         if h[2] and redis.call('EXISTS', base .. 'dependents:' .. v) == 1 then
           linked = linked or {}
           linked[#linked + 1] = {v, 'dead', '1'}
         end
-      else
-        redis.call('DEL', job_prefix .. v)
       end
     end
   end
