@@ -183,8 +183,8 @@ func TestRetriedDependentDiesWhenItsDeadDependencyGoes(t *testing.T) {
 			}
 		},
 		"trim": func(q, a string) { // two more deaths: a is the oldest past DeadMax
-			for range 2 {
-				failDead(t, c, q, mustEnqueue(t, c, "z", On(q), MaxRetry(0)))
+			for _, z := range []string{"~z1", "~z2"} {
+				failDead(t, c, q, mustEnqueue(t, c, "z", On(q), MaxRetry(0), ID(z)))
 			}
 		},
 	}
@@ -194,7 +194,9 @@ func TestRetriedDependentDiesWhenItsDeadDependencyGoes(t *testing.T) {
 			if across {
 				qa, qb = qa+"-a", qb+"-b"
 			}
-			a, b := deadPair(t, c, qa, qb)
+			// The dead set orders deaths of one millisecond by ID: these IDs keep the
+			// order of the deaths, a's (generated) first, so the trim drops a, not b.
+			a, b := deadPair(t, c, qa, qb, ID("~~b"))
 			if err := c.Retry(ctx, qb, b); err != nil {
 				t.Fatal(err)
 			}
