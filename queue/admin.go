@@ -379,6 +379,7 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 	}
 	switch res {
 	case "dead":
+		c.deliverNow(ctx, queue)
 		return StateDead, nil
 	case "cancelling":
 		return StateActive, nil
@@ -472,6 +473,9 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 			return total, fmt.Errorf("purge %s ready (limit keys): %w", queue, err)
 		}
 	}
+	if total > 0 {
+		c.deliverNow(ctx, queue)
+	}
 	return total, nil
 }
 
@@ -560,7 +564,16 @@ func (c *Client) Delete(ctx context.Context, queue, id string) error {
 		return err
 	}
 	if res == "deleted" {
+		c.deliverNow(ctx, queue)
 		return nil
 	}
 	return stateResult("delete", id, res)
+}
+
+// deliverNow delivers queue's outbox after an operator's call ended jobs there (Cancel,
+// Delete, Purge): what waits on them in other queues (dependents, batches) must not wait
+// for a worker of queue, which may never come. Best effort: an entry it could not deliver
+// stays for the queue's workers, as the outbox's entries always do (outbox.go).
+func (c *Client) deliverNow(ctx context.Context, queue string) {
+	_, _ = c.broker().Deliver(ctx, queue)
 }
