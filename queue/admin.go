@@ -251,11 +251,10 @@ func (c *Client) Retry(ctx context.Context, queue, id string) error {
 
 // RetryAllDead makes every dead job of queue ready now (or waiting, as Retry does: a dead
 // chain runs step by step again, in order), in batches of 1000, and returns how many it
-// moved. It retries the jobs dead when it
-// starts: a job that dies again meanwhile (a poison job, with workers running) enters the
-// dead set with a later score and is left there, so the call always ends. Unique jobs
-// whose key another job holds now are left dead, and the error (wrapping ErrDuplicate)
-// says how many, naming the first.
+// moved. It retries the jobs dead when it starts: a job that dies again meanwhile (a
+// poison job, with workers running) enters the dead set with a later score and is left
+// there, so the call always ends. Unique jobs whose key another job holds now are left
+// dead, and the error (wrapping ErrDuplicate) says how many, naming the first.
 func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return 0, err

@@ -1,11 +1,13 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jobs-dev/jobs/internal/proto"
+	"github.com/jobs-dev/jobs/scripts"
 )
 
 // failDead claims the one ready job id of q and fails it for good.
@@ -234,4 +236,42 @@ func TestRetryClearsAStaleRunAt(t *testing.T) {
 	if j := mustState(t, c, "default", later, StateReady); !j.RunAt.IsZero() {
 		t.Errorf("RunAt after a retry of a scheduled job = %s, want none", j.RunAt)
 	}
+}
+
+// A retry whose links are lost says so (ErrUncertain): the job waits on a dependency
+// that does not know it, and cancelling and retrying it again completes the link.
+func TestRetryWithItsLinkLostIsUncertainAndCompletedByRetryingAgain(t *testing.T) {
+	c, p := proxied(t)
+	a, b := deadPair(t, c, "u", "u")
+	linked := func() int {
+		_, n, err := c.Dependents(ctx, mustState(t, c, "u", a, StateDead), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	p.CutBeforeRequest([]byte(scripts.Link.Hash()))
+	if err := c.Retry(ctx, "u", b); !errors.Is(err, ErrUncertain) {
+		t.Fatalf("Retry(%s) with its link cut: err = %v, want ErrUncertain", b, err)
+	}
+	mustState(t, c, "u", b, StateWaiting)
+	if n := linked(); n != 0 {
+		t.Fatalf("dead dependency has %d dependents after a cut link, want 0", n)
+	}
+	if _, err := c.Cancel(ctx, "u", b); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Retry(ctx, "u", b); err != nil {
+		t.Fatal(err)
+	}
+	if n := linked(); n != 1 {
+		t.Fatalf("dead dependency has %d dependents after the retry again, want 1", n)
+	}
+	if err := c.Retry(ctx, "u", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.broker().Ack(ctx, claimID(t, c, "u", a, time.Minute), nil); err != nil {
+		t.Fatal(err)
+	}
+	mustState(t, c, "u", b, StateReady)
 }
