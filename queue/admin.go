@@ -254,7 +254,9 @@ func (c *Client) Retry(ctx context.Context, queue, id string) error {
 // moved. It retries the jobs dead when it starts: a job that dies again meanwhile (a
 // poison job, with workers running) enters the dead set with a later score and is left
 // there, so the call always ends. Unique jobs whose key another job holds now are left
-// dead, and the error (wrapping ErrDuplicate) says how many, naming the first.
+// dead, and the error (wrapping ErrDuplicate) says how many, naming the first. When the
+// links of a batch's dependents fail, it stops with the count so far and an error
+// wrapping ErrUncertain naming the first such job (see Retry).
 func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return 0, err
