@@ -134,7 +134,8 @@ func retryCommand(e *env) *cli.Command {
 			"once (exit 1). A job enqueued with --ignore-dependency-failure does not wait for a dead\n" +
 			"one. A job that had started is ready at once. A dead unique job takes its unique key\n" +
 			"back; when another job holds the key now, the retry is refused (exit 1) and the job\n" +
-			"stays dead. Examples:\n\n" +
+			"stays dead. A retried child of a batch runs, but its batch's counts and callbacks\n" +
+			"stay as its first end left them. Examples:\n\n" +
 			"   jobs retry 01JEXAMPLE0000000000000000\n" +
 			"   jobs retry --all-dead --queue emails",
 		Flags: []cli.Flag{
