@@ -126,10 +126,16 @@ func retryCommand(e *env) *cli.Command {
 		Name:      "retry",
 		Usage:     "run a dead, retry or scheduled job now (a dead job gets a fresh attempt budget)",
 		ArgsUsage: "ID | QUEUE/ID | --all-dead --queue Q",
-		Description: "A dead job that died waiting for its dependencies (cancelled, or one of them died)\n" +
-			"waits again for those that have not ended yet. A dead unique job takes its unique key\n" +
+		Description: "A job never runs before its dependencies succeeded (--after), also when retried: a dead\n" +
+			"job that died waiting for them (cancelled, or one of them died) waits again for every\n" +
+			"one not done, a dead one too (retry that one as well: the job runs once it is done, and\n" +
+			"dies again if it dies again); --all-dead of a dead chain runs it in order. A dependency\n" +
+			"whose record is gone (purged, deleted, expired) counts as dead: the job dies again at\n" +
+			"once (exit 1). A job enqueued with --ignore-dependency-failure does not wait for a dead\n" +
+			"one. A job that had started is ready at once. A dead unique job takes its unique key\n" +
 			"back; when another job holds the key now, the retry is refused (exit 1) and the job\n" +
-			"stays dead. Examples:\n\n" +
+			"stays dead. A retried child of a batch runs, but its batch's counts and callbacks\n" +
+			"stay as its first end left them. Examples:\n\n" +
 			"   jobs retry 01JEXAMPLE0000000000000000\n" +
 			"   jobs retry --all-dead --queue emails",
 		Flags: []cli.Flag{
@@ -174,9 +180,14 @@ func retryCommand(e *env) *cli.Command {
 			if err := client.Retry(c.Context, q, id); err != nil {
 				return jobError(id, err)
 			}
-			if j, err := client.Get(c.Context, q, id); err == nil && j.State == queue.StateWaiting {
-				fmt.Fprintf(e.stdout, "%s waits for its dependencies again\n", shown(id))
-				return nil
+			if j, err := client.Get(c.Context, q, id); err == nil {
+				switch j.State {
+				case queue.StateWaiting:
+					fmt.Fprintf(e.stdout, "%s waits for its dependencies again\n", shown(id))
+					return nil
+				case queue.StateDead: // a dependency of it is gone: its link resolved it as dead
+					return fmt.Errorf("retry %s: it died again at once: %s", shown(id), j.LastError)
+				}
 			}
 			fmt.Fprintf(e.stdout, "%s is ready\n", shown(id))
 			return nil
