@@ -7,7 +7,7 @@ import (
 )
 
 // The ack of a plain job (a claim's copy whose hash had none of unique_key, batch and
-// limit_key: Job.plain) reads fewer fields (the hints of ack_jobs in scripts/lib). What
+// limit_key: Job.hint '1') reads fewer fields (the hints of ack_jobs in scripts/lib). What
 // can change while a job runs must still count: an operator's cancel, a dependent linked
 // to it meanwhile, the lease.
 func TestAckPlainJobStillSeesCancelDependentsAndLease(t *testing.T) {
@@ -24,8 +24,8 @@ func TestAckPlainJobStillSeesCancelDependentsAndLease(t *testing.T) {
 				t.Fatalf("Claim(3) = %d jobs, %v; want 3", len(held), err)
 			}
 			for _, j := range held {
-				if !j.plain {
-					t.Fatalf("claimed job %s without unique key, batch or limit key: plain = false, want true", j.ID)
+				if j.hint != '1' {
+					t.Fatalf("claimed job %s without unique key, batch or limit key: hint %q, want '1'", j.ID, j.hint)
 				}
 			}
 			if _, err := c.Cancel(ctx, "default", cancelled); err != nil {
@@ -65,8 +65,9 @@ func TestAckPlainJobStillSeesCancelDependentsAndLease(t *testing.T) {
 	}
 }
 
-// A job with a unique key, a limit key or a batch is not plain: its ack reads those
-// fields, and so does the ack of a Job built by hand, whatever it holds.
+// A job with a unique key or a batch is not plain: its ack reads those fields, and so does
+// the ack of a Job built by hand, whatever it holds. A keyed job's ack reads its key
+// (hint '2').
 func TestAckOfJobNotPlainReadsEveryField(t *testing.T) {
 	c := setup(t, Config{DoneRetention: time.Hour})
 	unique := mustEnqueue(t, c, "u", Unique(time.Hour))
@@ -80,8 +81,8 @@ func TestAckOfJobNotPlainReadsEveryField(t *testing.T) {
 		t.Fatalf("Claim(3) = %d jobs, %v; want 3", len(held), err)
 	}
 	for _, j := range held {
-		if j.plain {
-			t.Errorf("claimed job %s of type %s: plain = true, want false", j.ID, j.Type)
+		if want := map[bool]byte{true: '2', false: 0}[j.ID == keyed]; j.hint != want {
+			t.Errorf("claimed job %s of type %s: hint %q, want %q", j.ID, j.Type, j.hint, want)
 		}
 		if j.ID == unique {
 			// As a caller that kept only the ID, queue and lease would.
@@ -98,5 +99,35 @@ func TestAckOfJobNotPlainReadsEveryField(t *testing.T) {
 	}
 	if id, err := c.Enqueue(ctx, "u", []byte(`{"n":1}`), Unique(time.Hour)); err != nil || id == unique {
 		t.Errorf("Enqueue(same unique job after the first was acked) = %s, %v; want a new job (key released)", id, err)
+	}
+}
+
+// A keyed job's ack (hint '2', reading only its limit key of the fields a plain job
+// lacks) frees its key's slot: with key concurrency 1, the key's next job is claimed
+// right after the ack, by Ack and by AckClaim.
+func TestAckOfKeyedJobFreesItsKey(t *testing.T) {
+	for _, combined := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Ack", true: "AckClaim"}[combined], func(t *testing.T) {
+			c := setup(t, Config{DoneRetention: time.Hour})
+			if err := c.SetLimit(ctx, "default", Limit{KeyConcurrency: 1}); err != nil {
+				t.Fatal(err)
+			}
+			first, second := mustEnqueue(t, c, "k", LimitKey("customer:1")), mustEnqueue(t, c, "k", LimitKey("customer:1"))
+			held, err := c.broker().Claim(ctx, "default", 2, time.Minute, "w")
+			if err != nil || len(held) != 1 || held[0].ID != first || held[0].hint != '2' {
+				t.Fatalf("Claim(2) under key concurrency 1 = %v, %v; want %s alone, hint '2'", held, err, first)
+			}
+			var next []*Job
+			if combined {
+				_, next, err = c.broker().ackFinished(ctx, "default", []Finished{{Job: held[0]}}, 2, time.Minute, "w")
+			} else {
+				if err = c.broker().Ack(ctx, held[0], nil); err == nil {
+					next, err = c.broker().Claim(ctx, "default", 2, time.Minute, "w")
+				}
+			}
+			if err != nil || len(next) != 1 || next[0].ID != second {
+				t.Fatalf("claim after the keyed ack = %v, %v; want %s (the key's slot freed)", next, err, second)
+			}
+		})
 	}
 }

@@ -78,30 +78,34 @@ type Job struct {
 	// reports goes through the worker) and when read back.
 	Lease string
 
-	// plain is set on a claim's copy whose hash had none of unique_key, batch and
-	// limit_key: its ack tells the script so (ackHint), which then reads fewer fields.
-	// Those fields never change while a lease holds. A Job built any other way has it
-	// false, and its ack reads them all.
-	plain bool
+	// hint is set on a claim's copy whose hash had neither unique_key nor batch: its ack
+	// tells the script so (ackHint), which then reads fewer fields: '1' without a
+	// limit_key either, '2' with one. Those fields never change while a lease holds. A
+	// Job built any other way has none (0), and its ack reads them all.
+	hint byte
 }
 
-// plainHash says whether a claimed job's hash (a flat field/value array) has none of the
-// fields its ack reads only for the jobs that have them (ack_jobs in scripts/lib).
-func plainHash(flat []any) bool {
+// ackHintOf is the ack hint of a claimed job's hash (a flat field/value array): whether
+// it has none of the fields its ack reads only for the jobs that have them (ack_jobs in
+// scripts/lib), '1', or of them only limit_key, '2'; else 0.
+func ackHintOf(flat []any) byte {
+	hint := byte('1')
 	for i := 0; i < len(flat); i += 2 {
 		switch flat[i] {
-		case "unique_key", "batch", "limit_key":
-			return false
+		case "unique_key", "batch":
+			return 0
+		case "limit_key":
+			hint = '2'
 		}
 	}
-	return true
+	return hint
 }
 
-// ackHint is the job's character in an ack's hints (ack.lua, ackclaim.lua): '1' for a
-// plain job (see Job.plain), '0' to have every field read.
+// ackHint is the job's character in an ack's hints (ack.lua, ackclaim.lua): its hint
+// (see Job.hint), or '0' to have every field read.
 func (j *Job) ackHint() byte {
-	if j.plain {
-		return '1'
+	if j.hint != 0 {
+		return j.hint
 	}
 	return '0'
 }

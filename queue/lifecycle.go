@@ -101,7 +101,7 @@ func decodeClaimed(queue, worker, token string, res []any) ([]*Job, proto.Limite
 			return nil, proto.Limited{}, bad
 		}
 		j := decodeFlat(queue, id, flat[:len(flat)-4])
-		j.plain = plainHash(flat[:len(flat)-4])
+		j.hint = ackHintOf(flat[:len(flat)-4])
 		j.State, j.Attempt, j.StartedAt, j.Worker = StateActive, int(attempt), started, worker
 		if start > now {
 			// A rate's token reserved ahead: the job starts at its instant (rate_ahead in

@@ -10,9 +10,10 @@
 -- group: '1' when the caller's copy of that job came from its claim and its hash had none
 -- of unique_key, batch and limit_key then (fields no script changes while a lease holds,
 -- and a lease is one claim's), so only the fields that can change meanwhile (lease,
--- cancel, dependents) and the event's are read; anything else (or none): all are read.
--- A plain job's ack reads 6 fields instead of 10, most of them absent: each absent field
--- is a scan of the whole hash. A done job keeps its hash for
+-- cancel, dependents) and the event's are read; '2' the same for a job that had a
+-- limit_key (read too); anything else (or none): all are read. A plain job's ack reads 6
+-- fields instead of 10, a keyed one 7, most of the others absent: each absent field is a
+-- scan of the whole hash. A done job keeps its hash for
 -- retention ms (<= 0: deleted at once) in the done set, trimmed to done_max; a cancelled
 -- one goes through to_dead with last_error "cancelled by operator" and counts as failed.
 -- Returns one integer per group: 1 done, 2 done already by this very lease (a resent ack;
@@ -28,9 +29,14 @@ local function ack_jobs(k, now, argv, from, hints)
   local out, finished, held, at = {}, {}, {}, {}
   for i = from, #argv, 3 do
     local job
-    if string.byte(hints, #out + 1) == 49 then -- '1': a plain job (see above)
+    local hint = string.byte(hints, #out + 1)
+    if hint == 49 then -- '1': a plain job (see above)
       local j = redis.call('HMGET', prefix .. argv[i], 'lease', 'cancel', 'type', 'attempt', 'worker', 'dependents')
       job = {j[1], false, false, j[2], j[3], j[4], j[5], j[6], false, false}
+    elseif hint == 50 then -- '2': a keyed job otherwise plain
+      local j = redis.call('HMGET', prefix .. argv[i], 'lease', 'cancel', 'type', 'attempt', 'worker', 'dependents',
+        'limit_key')
+      job = {j[1], false, false, j[2], j[3], j[4], j[5], j[6], false, j[7]}
     else
       job = redis.call('HMGET', prefix .. argv[i], 'lease', 'unique_key', 'unique_keep', 'cancel',
         'type', 'attempt', 'worker', 'dependents', 'batch', 'limit_key')
