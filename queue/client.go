@@ -133,6 +133,16 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	c := &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix}, reregister: reregisterEvery,
 		token: strconv.FormatUint(rand.Uint64(), 36)}
 	c.enqueues = coalesce.New(coalesceMax, c.enqueueCoalesced)
+	if in := newInterrupter(rdb); in != nil {
+		c.enqueues.Interrupt = func(ctx context.Context, p prepared) (func(), bool) {
+			// The job ID must be in the first piece go-redis writes (its buffer holds
+			// 4 KiB at least): the keys, prefix and type come before it.
+			if !p.oneJobPath() || len(p.typ)+6*len(p.o.queue) > 2048 {
+				return nil, false
+			}
+			return in.arm(ctx, p.id)
+		}
+	}
 	c.acks = coalesce.New(coalesceMax, c.ackCoalesced)
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		c.clusterWait = &clusterWaiter{c: c, inflight: map[popKey]bool{}}
