@@ -122,6 +122,14 @@ type Client struct {
 
 // NewClient returns a Client over rdb, which may be a single node, a Sentinel-backed or a
 // Cluster client.
+//
+// Over a *redis.Client (single node or Sentinel) that has not connected yet, as right after
+// redis.NewClient, NewClient adds a dial hook to it (AddHook) that wraps each connection,
+// so that a lone Enqueue with a context that can end runs on its caller's goroutine and
+// still returns as the context ends (the hook cuts that connection's read short, and
+// go-redis drops it). Over a client that has connected already, or another kind, such an
+// Enqueue waits on a goroutine of the Client's instead: the same guarantees, about 20 us
+// more per call on an idle 2-CPU machine.
 func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if rdb == nil {
 		return nil, invalid("nil Redis client")
