@@ -16,8 +16,8 @@ type Entry struct {
 	Name string `json:"name"`
 	// Spec is when it fires: six fields with seconds ("0 30 3 * * *"), five without
 	// (seconds = 0), or a descriptor (@every 5s, @hourly, @daily, ...), optionally
-	// prefixed with CRON_TZ=Area/City. @every ticks are aligned to multiples of the
-	// interval, so every scheduler computes the same ticks. A spec that never fires
+	// prefixed with CRON_TZ=Area/City (without it, UTC on every host). @every ticks are
+	// aligned to multiples of the interval, so every scheduler computes the same ticks. A spec that never fires
 	// (February 30) is refused. The package doc says how ticks fall on daylight-saving
 	// changes.
 	Spec    string `json:"spec"`
@@ -29,8 +29,12 @@ type Entry struct {
 	MaxRetry *int `json:"max_retry,omitempty"`
 	// Timeout of the enqueued jobs; zero means queue.DefaultTimeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// Exclusive jobs run under a lock keyed by the entry name, so a long run never
-	// overlaps the next tick's run.
+	// Exclusive: never two of the entry's jobs at once. A tick while the entry's last job
+	// is still pending or running (retries included) is skipped, as Kubernetes' CronJob
+	// concurrencyPolicy Forbid does, rather than queued behind it: a job that overran its
+	// interval would build an unbounded backlog. The jobs hold the unique key
+	// "cron:<name>" until they end (at most ExclusiveHold) and run under an exclusive
+	// lock of the same name.
 	Exclusive bool `json:"exclusive,omitempty"`
 	// CatchUp fires the latest tick missed while no scheduler ran, once, on start.
 	// Default: missed ticks are skipped.
@@ -113,10 +117,16 @@ func (e Entry) options(tick time.Time) ([]queue.Option, error) {
 		opts = append(opts, queue.Timeout(e.Timeout))
 	}
 	if e.Exclusive {
-		opts = append(opts, queue.Exclusive("cron:"+e.Name))
+		key := "cron:" + e.Name
+		opts = append(opts, queue.Exclusive(key), queue.Unique(ExclusiveHold), queue.UniqueKey(key))
 	}
 	return opts, nil
 }
+
+// ExclusiveHold bounds how long an exclusive entry's job holds back its later ticks: its
+// unique key is released when it ends, or after this long if it never does (its hash
+// lost with a Redis that lost data, say).
+const ExclusiveHold = 24 * time.Hour
 
 // JobID is the ID of the job entry name enqueues for tick.
 func JobID(name string, tick time.Time) string {

@@ -47,6 +47,12 @@ func parseSchedule(spec string) (s schedule, err error) {
 		}
 		s = aligned{p.Delay}
 	case *robfig.SpecSchedule:
+		if !zoned(spec) {
+			// robfig reads a spec without a zone in the process's local one: schedulers on
+			// hosts set to different zones would fire the same entry at different instants,
+			// each tick a job of its own. UTC is every host's, as asynq's scheduler does.
+			p.Location = time.UTC
+		}
 		s = p
 		if !wildTime(spec) {
 			utc := *p
@@ -70,12 +76,17 @@ type aligned struct{ d time.Duration }
 
 func (a aligned) Next(t time.Time) time.Time { return t.Truncate(a.d).Add(a.d) }
 
+// zoned reports whether spec names its time zone (a CRON_TZ= or TZ= prefix).
+func zoned(spec string) bool {
+	return strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=")
+}
+
 // wildTime reports whether spec's second, minute or hour field is a wildcard ("*", "*/n",
 // "?"; @hourly), the test system cron (vixie, cronie) applies on a daylight-saving change:
 // such entries follow real time (both passes of a repeated hour, nothing in a skipped
 // one), the others fire each wall time once (wallClock).
 func wildTime(spec string) bool {
-	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+	if zoned(spec) {
 		_, spec, _ = strings.Cut(spec, " ")
 	}
 	fields := strings.Fields(spec)
@@ -99,7 +110,7 @@ func wildTime(spec string) bool {
 // its first occurrence only. robfig/cron alone skips the first and fires the second twice.
 type wallClock struct {
 	spec *robfig.SpecSchedule // matched against wall times written as UTC: no DST there
-	loc  *time.Location       // time.Local: t's location, as robfig does
+	loc  *time.Location       // the spec's zone (UTC without one); time.Local (CRON_TZ=Local): t's location
 }
 
 func (w wallClock) Next(t time.Time) time.Time {

@@ -11,12 +11,14 @@
 // (February 30) is refused; one found in Redis anyway is skipped and logged. Each tick is
 // fired on its own goroutine, so an entry whose enqueue fails never delays another's.
 //
-// Daylight saving (CRON_TZ, or the local zone): as in system cron (vixie, cronie), an
-// entry at fixed times fires each wall time once. A time the clocks skip in spring (02:30
-// when they jump from 02:00 to 03:00) fires right after the jump, once; a time they show
-// twice in autumn fires at its first occurrence only. An entry whose second, minute or
-// hour field is a wildcard (`*`, `*/n`; @hourly) follows real time instead: it fires in
-// both passes of a repeated hour and not in a skipped one. @every counts real time.
+// Time zones: a spec is in UTC unless prefixed CRON_TZ=Area/City, so that schedulers on
+// hosts set to different zones compute the same ticks. Daylight saving (CRON_TZ): as in
+// system cron (vixie, cronie), an entry at fixed times fires each wall time once. A time
+// the clocks skip in spring (02:30 when they jump from 02:00 to 03:00) fires right after
+// the jump, once; a time they show twice in autumn fires at its first occurrence only. An
+// entry whose second, minute or hour field is a wildcard (`*`, `*/n`; @hourly) follows
+// real time instead: it fires in both passes of a repeated hour and not in a skipped one.
+// @every counts real time.
 package cron
 
 import (
@@ -122,7 +124,7 @@ func New(client *queue.Client, cfg Config) (*Scheduler, error) {
 			Name: "jobs_cron_fired_total", Help: "Cron ticks this scheduler enqueued, by entry.",
 		}, []string{"entry"})
 		s.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobs_cron_skipped_total", Help: "Cron ticks this scheduler left to another (reason held or duplicate), by entry.",
+			Name: "jobs_cron_skipped_total", Help: "Cron ticks this scheduler did not enqueue, by entry and reason: held or duplicate (another scheduler fired it), running (an exclusive entry's last job is still pending or running).",
 		}, []string{"entry", "reason"})
 		for _, c := range []prometheus.Collector{s.fired, s.skipped} {
 			if err := reg.Register(c); err != nil {
@@ -360,6 +362,11 @@ func (s *Scheduler) fire(ctx context.Context, e Entry, sched schedule, tick time
 		}
 	}
 	switch {
+	case errors.Is(err, queue.ErrDuplicate) && e.Exclusive && id != "" && id != JobID(e.Name, tick):
+		log.LogAttrs(ctx, slog.LevelInfo, "tick skipped: the entry's last job is still pending or running",
+			slog.String("job_id", id))
+		s.count(s.skipped, e.Name, "running")
+		return
 	case errors.Is(err, queue.ErrDuplicate):
 		log.LogAttrs(ctx, slog.LevelDebug, "tick already enqueued")
 		s.count(s.skipped, e.Name, "duplicate")

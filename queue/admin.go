@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -224,27 +225,38 @@ func (c *Client) latencies(ctx context.Context, qs []string, heads [][]string, n
 var ErrState = errors.New("queue: job is in the wrong state")
 
 // Retry makes a dead, retry or scheduled job ready now. A dead job gets a fresh attempt
-// budget. A dead job that died waiting for its dependencies (cancelled, or a dependency
-// died) goes back to waiting for those that have not ended yet, and is ready only when
-// none is left (one that died meanwhile does not kill it again: the retry is the
-// operator's call). A dead unique job takes its unique key back for its unique TTL; when
-// another job holds the key now (its release let that one in), Retry refuses with an
-// error wrapping ErrDuplicate that names the holder, and the job stays dead. Active,
-// ready, waiting and done jobs are refused with ErrState; an unknown ID is ErrNotFound.
+// budget. A workflow job never runs before its dependencies succeeded, also when
+// retried: a dead job that died waiting for them (cancelled, or a dependency died) goes
+// back to waiting for every one not done, a dead one too (retry that one as well: the job
+// runs once it is done, and dies again if it dies again); under IgnoreDependencyFailure a
+// dead one is not waited for. A dependency whose record is gone (purged, deleted, or its
+// done record expired) counts as dead, as at enqueue: the job dies again at once, and
+// Retry returns nil (Get shows it). A dead job that had started goes to ready: its
+// dependencies had succeeded. A dead dependency that a retried job waits on is kept past
+// its DeadRetention until it is retried, purged, deleted or trimmed from the dead set,
+// each of which resolves the job. Linking the dependencies takes two more round trips;
+// when they fail, the error wraps ErrUncertain: the job waits, and cancelling and
+// retrying it again completes it. A dead unique job takes its unique key back for its
+// unique TTL; when another job holds the key now (its release let that one in), Retry
+// refuses with an error wrapping ErrDuplicate that names the holder, and the job stays
+// dead. Active, ready, waiting and done jobs are refused with ErrState; an unknown ID is
+// ErrNotFound.
 func (c *Client) Retry(ctx context.Context, queue, id string) error {
 	res, err := c.retry(ctx, queue, "", []string{id})
-	if err != nil {
+	if res == nil {
 		return err
 	}
-	return stateResult("retry", id, res[0])
+	return cmp.Or(err, stateResult("retry", id, res[0]))
 }
 
-// RetryAllDead makes every dead job of queue ready now (or waiting, as Retry does), in
-// batches of 1000, and returns how many it moved. It retries the jobs dead when it
-// starts: a job that dies again meanwhile (a poison job, with workers running) enters the
-// dead set with a later score and is left there, so the call always ends. Unique jobs
-// whose key another job holds now are left dead, and the error (wrapping ErrDuplicate)
-// says how many, naming the first.
+// RetryAllDead makes every dead job of queue ready now (or waiting, as Retry does: a dead
+// chain runs step by step again, in order), in batches of 1000, and returns how many it
+// moved. It retries the jobs dead when it starts: a job that dies again meanwhile (a
+// poison job, with workers running) enters the dead set with a later score and is left
+// there, so the call always ends. Unique jobs whose key another job holds now are left
+// dead, and the error (wrapping ErrDuplicate) says how many, naming the first. When the
+// links of a batch's dependents fail, it stops with the count so far and an error
+// wrapping ErrUncertain naming the first such job (see Retry).
 func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return 0, err
@@ -269,7 +281,7 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 		}
 		left -= int64(len(ids))
 		res, err := c.retry(ctx, queue, StateDead, ids)
-		if err != nil {
+		if res == nil {
 			return total, err
 		}
 		moved := 0
@@ -289,6 +301,9 @@ func (c *Client) RetryAllDead(ctx context.Context, queue string) (int, error) {
 			}
 		}
 		total += moved
+		if err != nil { // moved, not all linked
+			return total, err
+		}
 		if moved == 0 && len(stale) > 0 { // only stale entries left (their hashes expired): drop them
 			c.rdb.ZRem(ctx, qk.dead, stale...)
 		} else {
@@ -318,6 +333,9 @@ func (c *Client) snapshot(ctx context.Context, key string) (maxScore string, n i
 	return strconv.FormatFloat(last.Val()[0].Score, 'f', -1, 64), card.Val(), nil
 }
 
+// retry runs retry.lua on ids and links the dependencies of the jobs it put back to
+// waiting (relink). res is nil when the script's outcome is unknown; with res, err is
+// relink's: the jobs moved, some not fully linked.
 func (c *Client) retry(ctx context.Context, queue string, from State, ids []string) ([]string, error) {
 	if err := ValidateQueue(queue); err != nil {
 		return nil, err
@@ -336,7 +354,7 @@ func (c *Client) retry(ctx context.Context, queue string, from State, ids []stri
 	if len(res) != len(ids) {
 		return nil, fmt.Errorf("retry in %s: %w", queue, errBadReply)
 	}
-	return res, nil
+	return res, c.relink(ctx, queue, ids, res)
 }
 
 // Cancel stops a job: a scheduled, ready or retry job goes to dead at once ("cancelled
@@ -362,6 +380,7 @@ func (c *Client) Cancel(ctx context.Context, queue, id string) (State, error) {
 	}
 	switch res {
 	case "dead":
+		c.deliverNow(ctx, queue)
 		return StateDead, nil
 	case "cancelling":
 		return StateActive, nil
@@ -455,6 +474,9 @@ func (c *Client) Purge(ctx context.Context, queue string, state State) (int, err
 			return total, fmt.Errorf("purge %s ready (limit keys): %w", queue, err)
 		}
 	}
+	if total > 0 {
+		c.deliverNow(ctx, queue)
+	}
 	return total, nil
 }
 
@@ -543,7 +565,16 @@ func (c *Client) Delete(ctx context.Context, queue, id string) error {
 		return err
 	}
 	if res == "deleted" {
+		c.deliverNow(ctx, queue)
 		return nil
 	}
 	return stateResult("delete", id, res)
+}
+
+// deliverNow delivers queue's outbox after an operator's call ended jobs there (Cancel,
+// Delete, Purge): what waits on them in other queues (dependents, batches) must not wait
+// for a worker of queue, which may never come. Best effort: an entry it could not deliver
+// stays for the queue's workers, as the outbox's entries always do (outbox.go).
+func (c *Client) deliverNow(ctx context.Context, queue string) {
+	_, _ = c.broker().Deliver(ctx, queue)
 }

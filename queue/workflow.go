@@ -148,20 +148,11 @@ func newID() string {
 }
 
 // link completes the workflow edges of jobs just written (or found written: a rerun):
-// each dependency is linked in its own slot (link.lua), in one pipelined round trip,
-// and the edges whose dependency had ended already are resolved in the dependent's slot
-// (resolve.lua), in a second. The dependents exist before any link, so a dependency that
-// ends after its link always finds its dependent. A job whose edges could not all be
-// linked gets an error wrapping ErrUncertain: enqueueing it again with the same ID
-// completes it.
+// linkEdges, whose errors mark their job as not all linked (unlinked): enqueueing it
+// again with the same ID completes it.
 func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResult, inCall map[JobRef]int) {
-	type edge struct {
-		job  int
-		from JobRef // the dependency
-		to   JobRef // the dependent
-	}
-	var edges []edge
-	var calls []*scriptCall
+	var edges []wfEdge
+	var owners []int
 	for i := range jobs {
 		p := &jobs[i]
 		if len(p.o.after) == 0 || (results[i].Err != nil && !(errors.Is(results[i].Err, ErrDuplicate) && !p.fresh)) {
@@ -172,14 +163,45 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 			if k, ok := inCall[from]; ok && results[i].Err == nil && results[k].Err == nil {
 				continue // registered by the dependency's own enqueue (registerInCall)
 			}
-			qk := c.queueKeys(from.Queue)
-			edges = append(edges, edge{i, from, to})
-			calls = append(calls, &scriptCall{script: scripts.Link,
-				keys: []string{qk.job(from.ID), qk.dependents(from.ID)}, args: []any{to.member()}})
+			edges = append(edges, wfEdge{from: from, to: to})
+			owners = append(owners, i)
 		}
 	}
-	if len(calls) == 0 {
-		return
+	for k, err := range c.linkEdges(ctx, edges) {
+		if err != nil {
+			c.unlinked(ctx, results, owners[k], err)
+		}
+	}
+}
+
+// wfEdge is one workflow edge to link: job to waits on job from. retry: link.lua's retry
+// mode, for a dependent a retry put back to waiting under the default policy (a dead
+// dependency is waited on, not resolved).
+type wfEdge struct {
+	from, to JobRef
+	retry    bool
+}
+
+// linkEdges links each edge's dependency in its own slot (link.lua), in one pipelined
+// round trip, and resolves in the dependent's slot (resolve.lua) the edges whose
+// dependency had ended already, in a second. The dependents exist, waiting with the edge
+// in their pending set, before any link, so a dependency that ends after its link always
+// finds its dependent. It returns one error per edge: nil when the edge is linked or
+// resolved.
+func (c *Client) linkEdges(ctx context.Context, edges []wfEdge) []error {
+	errs := make([]error, len(edges))
+	if len(edges) == 0 {
+		return errs
+	}
+	calls := make([]*scriptCall, len(edges))
+	for k, e := range edges {
+		qk := c.queueKeys(e.from.Queue)
+		mode := ""
+		if e.retry {
+			mode = "retry"
+		}
+		calls[k] = &scriptCall{script: scripts.Link,
+			keys: []string{qk.job(e.from.ID), qk.dependents(e.from.ID)}, args: []any{e.to.member(), mode}}
 	}
 	c.runScripts(ctx, nil, calls)
 	var resolves []*scriptCall
@@ -188,7 +210,7 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 		e := edges[k]
 		state, err := call.cmd.Text()
 		if err != nil {
-			c.unlinked(ctx, results, e.job, fmt.Errorf("link %s after %s: %w", e.to, e.from, err))
+			errs[k] = fmt.Errorf("link %s after %s: %w", e.to, e.from, err)
 			continue
 		}
 		if state == "pending" {
@@ -204,7 +226,7 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 			// call was completed): the job dies of it, and the cycle with it.
 			cycle, err := c.waitsOn(ctx, e.from, e.to)
 			if err != nil {
-				c.unlinked(ctx, results, e.job, fmt.Errorf("link %s after %s: cycle check: %w", e.to, e.from, err))
+				errs[k] = fmt.Errorf("link %s after %s: cycle check: %w", e.to, e.from, err)
 			}
 			if !cycle {
 				continue
@@ -212,17 +234,47 @@ func (c *Client) link(ctx context.Context, jobs []prepared, results []BatchResul
 			outcome = "cycle"
 		}
 		resolves = append(resolves, c.resolveCall("j", e.to, outcome, e.from))
-		owners = append(owners, e.job)
+		owners = append(owners, k)
 	}
 	if len(resolves) == 0 {
-		return
+		return errs
 	}
 	c.runScripts(ctx, nil, resolves)
 	for k, call := range resolves {
 		if err := call.cmd.Err(); err != nil {
-			c.unlinked(ctx, results, owners[k], fmt.Errorf("resolve %s: %w", jobs[owners[k]].id, err))
+			errs[owners[k]] = fmt.Errorf("resolve %s: %w", edges[owners[k]].to, err)
 		}
 	}
+	return errs
+}
+
+// relink links the dependencies of the dead jobs of queue a retry put back to waiting
+// (retry.lua: res[i] is "waiting\n<policy>\n<after>" for such a job ids[i]) and leaves
+// "waiting" in res for them. Under the default policy a dead dependency is waited on
+// (link.lua's retry mode): a retried job runs only once its dependencies succeeded. The
+// error, wrapping ErrUncertain, names the first job not fully linked: it waits on the
+// dependencies not linked until it is cancelled and retried again.
+func (c *Client) relink(ctx context.Context, queue string, ids, res []string) error {
+	var edges []wfEdge
+	for i, r := range res {
+		state, rest, ok := strings.Cut(r, "\n")
+		if !ok || state != "waiting" {
+			continue
+		}
+		res[i] = state
+		policy, after, _ := strings.Cut(rest, "\n")
+		to := JobRef{Queue: queue, ID: ids[i]}
+		for _, from := range parseAfter(after) {
+			edges = append(edges, wfEdge{from: from, to: to, retry: policy != "run"})
+		}
+	}
+	for k, err := range c.linkEdges(ctx, edges) {
+		if err != nil {
+			return fmt.Errorf("retry %s: %w (cancel it and retry it again to complete its links): %w",
+				edges[k].to.ID, ErrUncertain, outcome(ctx, "link", err))
+		}
+	}
+	return nil
 }
 
 // waitsOn reports whether job from waits, directly or through other waiting jobs, on job
@@ -447,7 +499,7 @@ type Dependent struct {
 // Dependents returns up to max of the jobs enqueued after job (After or AfterJob naming
 // it) while it has not ended, sorted, with their state now (one may have died of another
 // dependency since), and how many there are in all; none once job ended (its end
-// resolved them). The cost does not grow with their number: of more than max, max are
+// resolved them), except the retried jobs that wait on it while it is dead (Retry). The cost does not grow with their number: of more than max, max are
 // picked at random. Two round trips. A max under 1 is ErrInvalid.
 func (c *Client) Dependents(ctx context.Context, job *Job, max int) ([]Dependent, int, error) {
 	if max < 1 {

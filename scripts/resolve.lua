@@ -37,7 +37,7 @@ if kind == 'b' then
 else
   for i = 8, #ARGV do
     local died = resolve_dep(prefix, target, ARGV[i], outcome, now, ev, retention, dead_max)
-    if died then follow(prefix, {died}, now, ev, retention, dead_max) end
+    if died then follow(prefix, died, now, ev, retention, dead_max) end
   end
 end
 write_events(ev)

@@ -189,12 +189,18 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 		if code == ExitPauseKey {
 			what = "pause key"
 		}
-		d, ok := snoozeDelay(stdout.result())
+		d, line, ok := snoozeDelay(stdout.result())
 		switch {
 		case ok && code == ExitPauseKey:
 			return PauseKey(d)
 		case ok:
 			return Snooze(d)
+		case line != "":
+			if len(line) > 64 {
+				line = line[:64] + "..."
+			}
+			return fmt.Errorf("%s: exit status %d (%s) with %q as the last line of stdout, not a delay (\"30s\", \"5m\" or seconds, at most %s)%s",
+				e.Args[0], code, what, line, time.Duration(math.MaxInt64).Truncate(time.Hour), stderr.suffix())
 		}
 		return fmt.Errorf("%s: exit status %d (%s) without a delay as the last line of stdout (\"30s\", \"5m\" or seconds)%s",
 			e.Args[0], code, what, stderr.suffix())
@@ -253,9 +259,10 @@ func (t *tail) suffix() string {
 }
 
 // snoozeDelay reads an ExitSnooze program's delay: the last line of its stdout, a Go
-// duration or a number of seconds, positive.
-func snoozeDelay(stdout []byte) (time.Duration, bool) {
-	line := strings.TrimSpace(string(stdout))
+// duration or a number of seconds, positive. line is that last line, for the error when
+// it is not one.
+func snoozeDelay(stdout []byte) (d time.Duration, line string, ok bool) {
+	line = strings.TrimSpace(string(stdout))
 	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
 		line = strings.TrimSpace(line[i+1:])
 	}
@@ -263,11 +270,11 @@ func snoozeDelay(stdout []byte) (time.Duration, bool) {
 	if err != nil {
 		secs, serr := strconv.ParseFloat(line, 64)
 		if serr != nil || math.IsNaN(secs) || secs > (1<<62)/1e9 {
-			return 0, false
+			return 0, line, false
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
-	return d, d >= 0 // 0: again at once, as Snooze(0) (snoozeFloor bounds a loop of them)
+	return d, line, d >= 0 // 0: again at once, as Snooze(0) (snoozeFloor bounds a loop of them)
 }
 
 // workflowEnv is the environment of a workflow job: JOB_AFTER, JOB_DEPENDENCIES (with a

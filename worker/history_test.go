@@ -80,12 +80,22 @@ func TestHistoryAfterRunningJobs(t *testing.T) {
 				p.Processed, p.Start, first, last)
 		}
 	}
-	if want := proto.HistUpper(proto.HistBucket(50 * time.Millisecond)); h.Total.RunP50 != want {
-		t.Errorf("run p50 = %v, want %v (the bucket of 50ms)", h.Total.RunP50, want)
+	// A handler's run, as the worker times it, lies between its sleep and the job's
+	// claim-to-ack span (Redis's clock, on this host): a loaded machine oversleeps.
+	spans := make([]time.Duration, len(jobs))
+	for i, j := range jobs {
+		spans[i] = j.FinishedAt.Sub(j.StartedAt)
 	}
-	if want := proto.HistUpper(proto.HistBucket(200 * time.Millisecond)); h.Total.RunP95 != want {
-		t.Errorf("run p95 = %v, want %v (the bucket of 200ms: the 19th of 20 runs)", h.Total.RunP95, want)
+	slices.Sort(spans)
+	between := func(name string, got, least, most time.Duration) {
+		t.Helper()
+		lo, hi := proto.HistUpper(proto.HistBucket(least)), proto.HistUpper(proto.HistBucket(most))
+		if got < lo || got > hi {
+			t.Errorf("%s = %v, want the bucket of %v (its sleep) up to that of %v (its claim to ack)", name, got, least, most)
+		}
 	}
+	between("run p50", h.Total.RunP50, 50*time.Millisecond, spans[9])
+	between("run p95 (the 19th of 20 runs)", h.Total.RunP95, 200*time.Millisecond, spans[18])
 	slices.Sort(waits)
 	t.Logf("waits from %v to %v; history wait p50 %v p95 %v", waits[0], waits[len(waits)-1], h.Total.WaitP50, h.Total.WaitP95)
 	if want := proto.HistUpper(proto.HistBucket(waits[9])); h.Total.WaitP50 != want {

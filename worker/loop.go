@@ -55,6 +55,7 @@ type loop struct {
 	oldest     time.Time // no buffered run was renewed before this
 	slots      map[*slot]struct{}
 	idle       []*slot
+	starting   []*run // started in this turn of the loop, handed to their slots at its end (dispatch)
 	timers     timers // running runs by checkAt
 
 	busy     int           // slots running a handler
@@ -195,6 +196,7 @@ func (l *loop) run(ctx context.Context) {
 	for {
 		now := time.Now()
 		l.step(now)
+		l.dispatch()
 		if l.stopping && (len(l.runs) == 0 && l.calls == 0 || !now.Before(l.giveUpAt())) {
 			if len(l.runs) > 0 || l.calls > 0 {
 				l.log.LogAttrs(context.Background(), slog.LevelError,
@@ -361,7 +363,20 @@ func (l *loop) start(r *run, s *slot, now time.Time) {
 	l.busy++
 	heap.Push(&l.timers, r)
 	l.w.metrics.setBusy(int64(l.busy))
-	s.in <- r
+	l.starting = append(l.starting, r)
+}
+
+// dispatch hands the runs started in this turn of the loop to their slots, after the
+// turn's Redis calls were handed to their goroutines (step): Go runs the goroutine made
+// ready last first on this thread once the loop blocks, so the handler starts before a
+// claim's goroutine does its write (which put it 30-45 us later at idle: the slot waited
+// behind the call's syscalls, or for another thread to wake and steal it).
+func (l *loop) dispatch() {
+	for i, r := range l.starting {
+		r.slot.in <- r // buffered 1, and the slot is idle: never blocks
+		l.starting[i] = nil
+	}
+	l.starting = l.starting[:0]
 }
 
 // finish takes a slot's report: the slot runs the next buffered job or waits, and the

@@ -13,6 +13,7 @@ import (
 // valid and records nothing.
 type metrics struct {
 	processed   *prometheus.CounterVec
+	postponed   *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	busy        prometheus.Gauge
 	concurrency prometheus.Gauge
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer, w *Worker) (*metrics, error) {
 			Name: "jobs_processed_total",
 			Help: "Attempts finished, by queue, job type and outcome (success, retry, dead).",
 		}, []string{"queue", "type", "outcome"}),
+		postponed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobs_postponed_total",
+			Help: "Jobs given back unrun or run again later without counting an attempt, by queue, job type and reason: snooze (Snooze, RetryAfter, exit 76), pause_key (PauseKey, exit 77), postpone (an exclusive lock held, no handler for the type).",
+		}, []string{"queue", "type", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "jobs_duration_seconds",
 			Help:    "Time from the start of an attempt to its outcome, by queue and job type.",
@@ -48,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, w *Worker) (*metrics, error) {
 	}
 	m.concurrency.Set(float64(w.cfg.Concurrency))
 	depth := NewDepthCollector(w.client, w.queues)
-	for _, c := range []prometheus.Collector{m.processed, m.duration, m.busy, m.concurrency, depth} {
+	for _, c := range []prometheus.Collector{m.processed, m.postponed, m.duration, m.busy, m.concurrency, depth} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -62,6 +67,14 @@ func (m *metrics) observe(job *queue.Job, outcome string, took time.Duration) {
 	}
 	m.processed.WithLabelValues(job.Queue, job.Type, outcome).Inc()
 	m.duration.WithLabelValues(job.Queue, job.Type).Observe(took.Seconds())
+}
+
+// postpone counts a job given back for later without an attempt counted (reason: see
+// jobs_postponed_total's help).
+func (m *metrics) postpone(job *queue.Job, reason string) {
+	if m != nil {
+		m.postponed.WithLabelValues(job.Queue, job.Type, reason).Inc()
+	}
 }
 
 func (m *metrics) setBusy(n int64) {

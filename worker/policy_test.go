@@ -100,13 +100,20 @@ func TestExecSnooze(t *testing.T) {
 	if j.Attempt != 1 || j.Postponed != 1 {
 		t.Errorf("attempt %d, postponed %d; want the snooze uncounted: 1, 1", j.Attempt, j.Postponed)
 	}
-	bad, _ := NewExec(`sh -c 'echo soon; exit 76'`)
-	c2 := newClient(t)
-	startWorker(t, c2, Config{Handler: bad})
-	id, _ = c2.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
-	j = waitState(t, c2, queue.DefaultQueue, id, queue.StateDead, 10*time.Second)
-	if !strings.Contains(j.LastError, "without a delay") {
-		t.Errorf("exit 76 without a delay: last error %q, want it to say so", j.LastError)
+	for _, tc := range []struct{ program, want string }{
+		{`sh -c 'exit 76'`, "without a delay as the last line of stdout"},
+		{`sh -c 'echo soon; exit 76'`, `with "soon" as the last line of stdout, not a delay`},
+		// Past time.Duration's range: said so, not "without a delay" (QA).
+		{`sh -c 'echo 100000000h; exit 76'`, `with "100000000h" as the last line of stdout, not a delay ("30s", "5m" or seconds, at most 2562047h0m0s)`},
+	} {
+		bad, _ := NewExec(tc.program)
+		c2 := newClient(t)
+		startWorker(t, c2, Config{Handler: bad})
+		id, _ = c2.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
+		j = waitState(t, c2, queue.DefaultQueue, id, queue.StateDead, 10*time.Second)
+		if !strings.Contains(j.LastError, tc.want) {
+			t.Errorf("%s: last error %q, want %q", tc.program, j.LastError, tc.want)
+		}
 	}
 }
 
@@ -186,5 +193,33 @@ func TestErrorHooks(t *testing.T) {
 	}
 	if len(deaths) != 0 || len(errs) != 0 {
 		t.Errorf("%d more OnDead and %d more OnError calls than failures", len(deaths), len(errs))
+	}
+}
+
+// PauseKey of a job without a limit key is a snooze, as its doc says, and is recorded
+// as one: no "limit key paused" error on the job (QA: exit 77 of an unkeyed job read as a
+// key's pause in its last error and the log).
+func TestPauseKeyWithoutALimitKeyIsASnooze(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var runs atomic.Int32
+	var errAt2 atomic.Value
+	startWorker(t, c, Config{Handler: HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		if runs.Add(1) == 1 {
+			return PauseKey(20 * time.Millisecond)
+		}
+		errAt2.Store(j.LastError)
+		return nil
+	})})
+	id, err := c.Enqueue(ctx, "t", nil, queue.MaxRetry(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := waitState(t, c, queue.DefaultQueue, id, queue.StateDone, 10*time.Second)
+	if j.Attempt != 1 || j.Postponed != 1 || runs.Load() != 2 {
+		t.Errorf("attempt %d postponed %d runs %d; want 1, 1, 2", j.Attempt, j.Postponed, runs.Load())
+	}
+	if got := errAt2.Load(); got != "" {
+		t.Errorf("second run saw last error %q, want none (a snooze)", got)
 	}
 }

@@ -109,22 +109,31 @@ func (l *loop) settleFailure(r *run, o outcome) {
 		if pp.snooze {
 			after = max(after, snoozeFloor(r.job.Postponed))
 		}
+		// PauseKey of a job without a limit key is a snooze (as its doc says), and is
+		// recorded and logged as one, not as a key's pause.
+		pauseKey, reason := pp.pauseKey && r.job.LimitKey != "", pp.reason
+		if pp.pauseKey && !pauseKey {
+			reason = ""
+		}
 		l.settleCall(r, func(ctx context.Context) (string, error) {
-			if pp.pauseKey {
-				return "", l.w.broker.PauseKey(ctx, r.job, after, pp.reason)
+			if pauseKey {
+				return "", l.w.broker.PauseKey(ctx, r.job, after, reason)
 			}
-			return "", l.w.broker.Postpone(ctx, r.job, after, pp.reason)
+			return "", l.w.broker.Postpone(ctx, r.job, after, reason)
 		}, func(_ string, err error) {
 			l.releaseKey(r)
 			switch {
 			case err != nil:
-			case pp.pauseKey:
+			case pauseKey:
+				l.w.metrics.postpone(r.job, "pause_key")
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job's limit key paused",
 					slog.String("limit_key", r.job.LimitKey), slog.Duration("for", after))
 			case pp.snooze:
+				l.w.metrics.postpone(r.job, "snooze")
 				l.jobLog(r.job).LogAttrs(context.Background(), slog.LevelInfo, "job snoozed",
 					slog.Duration("retry_in", after))
 			default:
+				l.w.metrics.postpone(r.job, "postpone")
 				level := slog.LevelInfo
 				if pp.quiet {
 					level = slog.LevelDebug

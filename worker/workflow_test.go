@@ -105,3 +105,51 @@ func TestExecGetsItsDependenciesResults(t *testing.T) {
 		t.Errorf("exec env of a batch child = %q, want JOB_BATCH default/b1", j.Result)
 	}
 }
+
+// A chain S1 -> S2 -> S3 that died (S1 failed, S2 and S3 died of it), retried with
+// RetryAllDead while a worker runs with room for all three: each step starts only after
+// the one before ended, as on its first run.
+func TestWorkflowChainRetriedWithRetryAllDeadRunsInOrder(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	var mu sync.Mutex
+	var fixed bool
+	var spans []string
+	handler := HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		mu.Lock()
+		ok := fixed
+		if ok {
+			spans = append(spans, "start "+j.Type)
+		}
+		mu.Unlock()
+		if !ok {
+			return fmt.Errorf("not yet")
+		}
+		time.Sleep(20 * time.Millisecond) // room for a step started too early to overlap
+		mu.Lock()
+		spans = append(spans, "end "+j.Type)
+		mu.Unlock()
+		return nil
+	})
+	res, err := c.EnqueueBatch(ctx, queue.Chain(
+		queue.BatchJob{Type: "S1", Options: []queue.Option{queue.On("rc"), queue.MaxRetry(0)}},
+		queue.BatchJob{Type: "S2", Options: []queue.Option{queue.On("rc"), queue.MaxRetry(0)}},
+		queue.BatchJob{Type: "S3", Options: []queue.Option{queue.On("rc"), queue.MaxRetry(0)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, c, Config{Handler: handler, Concurrency: 4, Queues: map[string]int{"rc": 1}})
+	waitState(t, c, "rc", res[2].ID, queue.StateDead, 10*time.Second)
+	mu.Lock()
+	fixed = true
+	mu.Unlock()
+	if n, err := c.RetryAllDead(ctx, "rc"); n != 3 || err != nil {
+		t.Fatalf("RetryAllDead() = %d, %v; want 3", n, err)
+	}
+	waitState(t, c, "rc", res[2].ID, queue.StateDone, 10*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(spans); got != "[start S1 end S1 start S2 end S2 start S3 end S3]" {
+		t.Errorf("runs after the retry: %s; want each step after the one before", got)
+	}
+}

@@ -13,17 +13,17 @@ import (
 	"github.com/jobs-dev/jobs/queue"
 )
 
-// locate returns the queue of job id: --queue when given, else the one queue holding it
-// (see findJob).
-func locate(c *cli.Context, client *queue.Client, id string) (string, error) {
+// locate returns the queue and ID of job id: --queue when given, else the one queue
+// holding it, or for QUEUE/ID that queue (see findJob).
+func locate(c *cli.Context, client *queue.Client, id string) (string, string, error) {
 	if q := c.String("queue"); q != "" {
-		return q, nil
+		return q, id, nil
 	}
 	j, err := findJob(c, client, id)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return j.Queue, nil
+	return j.Queue, j.ID, nil
 }
 
 // findJob returns job id from --queue, or from the queue holding it. IDs are unique per
@@ -69,6 +69,15 @@ func findJob(c *cli.Context, client *queue.Client, id string) (*queue.Job, error
 	}
 	switch len(jobs) {
 	case 0:
+		// QUEUE/ID, as --after, JOB_AFTER and inspect's dependencies name jobs; only once
+		// the whole argument named no job, since an ID may hold a '/'.
+		if q, rest, ok := strings.Cut(id, "/"); ok && queue.ValidateQueue(q) == nil && rest != "" {
+			if j, err := client.Get(c.Context, q, rest); err == nil {
+				return j, nil
+			} else if !errors.Is(err, queue.ErrNotFound) {
+				return nil, err
+			}
+		}
 		return nil, jobError(id, queue.ErrNotFound)
 	case 1:
 		return jobs[0], nil
@@ -116,11 +125,17 @@ func retryCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "retry",
 		Usage:     "run a dead, retry or scheduled job now (a dead job gets a fresh attempt budget)",
-		ArgsUsage: "ID | --all-dead --queue Q",
-		Description: "A dead job that died waiting for its dependencies (cancelled, or one of them died)\n" +
-			"waits again for those that have not ended yet. A dead unique job takes its unique key\n" +
+		ArgsUsage: "ID | QUEUE/ID | --all-dead --queue Q",
+		Description: "A job never runs before its dependencies succeeded (--after), also when retried: a dead\n" +
+			"job that died waiting for them (cancelled, or one of them died) waits again for every\n" +
+			"one not done, a dead one too (retry that one as well: the job runs once it is done, and\n" +
+			"dies again if it dies again); --all-dead of a dead chain runs it in order. A dependency\n" +
+			"whose record is gone (purged, deleted, expired) counts as dead: the job dies again at\n" +
+			"once (exit 1). A job enqueued with --ignore-dependency-failure does not wait for a dead\n" +
+			"one. A job that had started is ready at once. A dead unique job takes its unique key\n" +
 			"back; when another job holds the key now, the retry is refused (exit 1) and the job\n" +
-			"stays dead. Examples:\n\n" +
+			"stays dead. A retried child of a batch runs, but its batch's counts and callbacks\n" +
+			"stay as its first end left them. Examples:\n\n" +
 			"   jobs retry 01JEXAMPLE0000000000000000\n" +
 			"   jobs retry --all-dead --queue emails",
 		Flags: []cli.Flag{
@@ -158,16 +173,21 @@ func retryCommand(e *env) *cli.Command {
 				}
 				return err
 			}
-			q, err := locate(c, client, id)
+			q, id, err := locate(c, client, id)
 			if err != nil {
 				return err
 			}
 			if err := client.Retry(c.Context, q, id); err != nil {
 				return jobError(id, err)
 			}
-			if j, err := client.Get(c.Context, q, id); err == nil && j.State == queue.StateWaiting {
-				fmt.Fprintf(e.stdout, "%s waits for its dependencies again\n", shown(id))
-				return nil
+			if j, err := client.Get(c.Context, q, id); err == nil {
+				switch j.State {
+				case queue.StateWaiting:
+					fmt.Fprintf(e.stdout, "%s waits for its dependencies again\n", shown(id))
+					return nil
+				case queue.StateDead: // a dependency of it is gone: its link resolved it as dead
+					return fmt.Errorf("retry %s: it died again at once: %s", shown(id), j.LastError)
+				}
 			}
 			fmt.Fprintf(e.stdout, "%s is ready\n", shown(id))
 			return nil
@@ -179,7 +199,7 @@ func cancelCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "cancel",
 		Usage:     "cancel a job: a waiting job goes to dead; a running job's context is cancelled by its worker",
-		ArgsUsage: "ID",
+		ArgsUsage: "ID | QUEUE/ID",
 		Description: "A running job is stopped by its worker within about a round trip (a pub/sub notice),\n" +
 			"or at its next heartbeat if the notice was missed (a third of the lease, 10s by default);\n" +
 			"the job then goes to dead. Dead jobs can be run again with `jobs retry`. Example:\n\n" +
@@ -198,7 +218,7 @@ func cancelCommand(e *env) *cli.Command {
 				return err
 			}
 			defer broker.Of(client).Redis().Close()
-			q, err := locate(c, client, id)
+			q, id, err := locate(c, client, id)
 			if err != nil {
 				return err
 			}

@@ -140,8 +140,8 @@ func TestStatsWatchSurvivesRedisRestart(t *testing.T) {
 	}
 }
 
-// jobs retry keeps a job's guarantees: a job cancelled while it waited waits again, and a
-// dead unique job whose key another job holds now is refused, exit 1, naming the holder.
+// jobs retry keeps a job's guarantees: a job cancelled while it waited waits again (and
+// dies again, exit 1, when a dependency of it is gone), and a dead unique job whose key another job holds now is refused, exit 1, naming the holder.
 func TestRetryKeepsDependenciesAndUniqueness(t *testing.T) {
 	t.Parallel()
 	p := redistest.Prefix(t)
@@ -151,6 +151,14 @@ func TestRetryKeepsDependenciesAndUniqueness(t *testing.T) {
 	jobs(t, p, "", "cancel", child)
 	if r := jobs(t, p, "", "retry", child); r.code != 0 || !strings.Contains(r.stdout, "waits for its dependencies") {
 		t.Errorf("retry of a job cancelled while waiting = %+v, want it waiting again", r)
+	}
+	gone := id(jobs(t, p, "", "enqueue", "--queue", "g", "--delay", "1h", "p"))
+	orphan := id(jobs(t, p, "", "enqueue", "--after", "g/"+gone, "c"))
+	jobs(t, p, "", "cancel", orphan)
+	jobs(t, p, "", "purge", "g", "--state", "scheduled", "--yes")
+	if r := jobs(t, p, "", "retry", orphan); r.code != 1 ||
+		!strings.Contains(r.stderr, "died again at once: dependency g/"+gone+" died") {
+		t.Errorf("retry of a job whose dependency is gone = %+v, want exit 1: it died again", r)
 	}
 	first := id(jobs(t, p, "", "enqueue", "--unique-for", "1h", "--unique-key", "k", "u"))
 	jobs(t, p, "", "cancel", first)

@@ -23,14 +23,15 @@ func cronCommand(e *env) *cli.Command {
 				Name:      "add",
 				Usage:     "add or replace an entry; running schedulers pick it up within a second",
 				ArgsUsage: "NAME SPEC TYPE [PAYLOAD]",
-				Description: "SPEC is one argument: quote it. Examples:\n\n" +
+				Description: "SPEC is one argument: quote it. It is in UTC unless prefixed CRON_TZ=Area/City.\nExamples:\n\n" +
 					"   jobs cron add nightly '0 0 3 * * *' report\n" +
+					"   jobs cron add paris-morning 'CRON_TZ=Europe/Paris 0 0 8 * * MON-FRI' digest\n" +
 					"   jobs cron add --queue low --exclusive --catch-up sync '@every 5m' sync:all",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "queue", Usage: "queue of the jobs (default: default)"},
 					&cli.IntFlag{Name: "max-retry", DefaultText: strconv.Itoa(queue.DefaultMaxRetry), Usage: "retries of each job"},
 					&cli.DurationFlag{Name: "timeout", DefaultText: queue.DefaultTimeout.String(), Usage: "limit of one attempt"},
-					&cli.BoolFlag{Name: "exclusive", Usage: "never run two of its jobs at once (a long run delays the next tick's)"},
+					&cli.BoolFlag{Name: "exclusive", Usage: "never run two of its jobs at once: a tick while its last job is pending or running is skipped"},
 					&cli.BoolFlag{Name: "catch-up", Usage: "on start, fire the latest tick missed while no scheduler ran"},
 				},
 				Action: func(c *cli.Context) error {

@@ -76,10 +76,7 @@ var lookupIPAddr = net.DefaultResolver.LookupIPAddr
 // non-loopback address without it: a dashboard that can purge queues is not left open to
 // a network by accident. It returns the address to listen on.
 //
-// Without auth, loopback is judged by IP: an empty host (":7420", every interface) or an
-// unspecified one (0.0.0.0, ::) is not loopback, and a host name counts only if every
-// address it resolves to is loopback; the dashboard then listens on the first of them,
-// so a name that resolves otherwise by the time it listens cannot widen it.
+// Without auth, loopback is judged by loopbackAddr.
 func dashAuth(ctx context.Context, auth, listen string, opts *webdash.Options) (string, error) {
 	if auth != "" {
 		user, pass, ok := strings.Cut(auth, ":")
@@ -89,37 +86,51 @@ func dashAuth(ctx context.Context, auth, listen string, opts *webdash.Options) (
 		opts.Authorize = webdash.BasicAuth(user, pass)
 		return listen, nil
 	}
+	addr, why, err := loopbackAddr(ctx, listen)
+	if err != nil {
+		return "", usagef("--listen %q: %v", listen, err)
+	}
+	if why != "" {
+		return "", usagef("--listen %s %s: give --auth USER:PASS (or JOBS_DASH_AUTH) to serve beyond this machine", listen, why)
+	}
+	return addr, nil
+}
+
+// loopbackAddr judges whether listen (HOST:PORT) is a loopback address, by IP: an empty
+// host (":7420", every interface) or an unspecified one (0.0.0.0, ::) is not, and a host
+// name counts only if every address it resolves to is loopback; the address to listen on
+// is then the first of them, so a name that resolves otherwise by the time the caller
+// listens cannot widen it. why says why listen is not loopback ("": it is); err is a
+// malformed listen.
+func loopbackAddr(ctx context.Context, listen string) (addr, why string, err error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", usagef("--listen %q: want HOST:PORT (%v)", listen, err)
-	}
-	refuse := func(why string) error {
-		return usagef("--listen %s %s: give --auth USER:PASS (or JOBS_DASH_AUTH) to serve beyond this machine", listen, why)
+		return "", "", fmt.Errorf("want HOST:PORT (%v)", err)
 	}
 	if host == "" {
-		return "", refuse("is not a loopback address (no host: every interface)")
+		return "", "is not a loopback address (no host: every interface)", nil
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		if !ip.IsLoopback() {
-			return "", refuse("is not a loopback address")
+			return "", "is not a loopback address", nil
 		}
-		return listen, nil
+		return listen, "", nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	addrs, err := lookupIPAddr(ctx, host)
 	if err != nil {
-		return "", refuse(fmt.Sprintf("is not a loopback address (%s does not resolve: %v)", host, err))
+		return "", fmt.Sprintf("is not a loopback address (%s does not resolve: %v)", host, err), nil
 	}
 	for _, a := range addrs {
 		if !a.IP.IsLoopback() {
-			return "", refuse(fmt.Sprintf("is not a loopback address (%s resolves to %s)", host, a.IP))
+			return "", fmt.Sprintf("is not a loopback address (%s resolves to %s)", host, a.IP), nil
 		}
 	}
 	if len(addrs) == 0 {
-		return "", refuse(fmt.Sprintf("is not a loopback address (%s resolves to nothing)", host))
+		return "", fmt.Sprintf("is not a loopback address (%s resolves to nothing)", host), nil
 	}
-	return net.JoinHostPort(addrs[0].IP.String(), port), nil
+	return net.JoinHostPort(addrs[0].IP.String(), port), "", nil
 }
 
 // serveDash listens on addr at once (a taken port fails the command) and serves the

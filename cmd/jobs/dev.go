@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ func devCommand(e *env) *cli.Command {
 			"   jobs --redis redis://127.0.0.1:6379 inspect ID\n\n" +
 			"   jobs dev --demo                # a one-minute tour: enqueues jobs, shows them move, exits",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:6379", Usage: "address to listen on (127.0.0.1:0 for any free port)"},
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:6379", Usage: "loopback address to listen on (127.0.0.1:0 for any free port)"},
 			&cli.StringSliceFlag{Name: "run", Usage: "TYPE=COMMAND: also run COMMAND for jobs of TYPE (repeatable)"},
 			&cli.IntFlag{Name: "concurrency", Value: worker.DefaultConcurrency, Usage: "jobs run at once"},
 			&cli.StringSliceFlag{Name: "cron", Usage: "'NAME SPEC TYPE [PAYLOAD]': a cron entry (repeatable)"},
@@ -69,6 +70,15 @@ func devCommand(e *env) *cli.Command {
 			addr := c.String("addr")
 			if c.Bool("demo") && !c.IsSet("addr") {
 				addr = "127.0.0.1:0" // never clash with a Redis already on 6379
+			}
+			// The embedded Redis has no password, and this process's worker runs the --run
+			// programs on whatever it is sent: it serves this machine only.
+			addr, why, err := loopbackAddr(c.Context, addr)
+			if err != nil {
+				return usagef("--addr: %v", err)
+			}
+			if why != "" {
+				return usagef("--addr %s %s: jobs dev's Redis has no password and serves this machine only (run redis-server with a password for a network)", c.String("addr"), why)
 			}
 			srv, err := devserver.Start(addr)
 			if err != nil {
@@ -197,7 +207,9 @@ func checkPrograms(runs []string, execs []*worker.Exec) error {
 		if _, err := exec.LookPath(h.Args[0]); err != nil {
 			typ, _, _ := strings.Cut(runs[i], "=")
 			why := "not found"
-			if errors.Is(err, fs.ErrPermission) {
+			if st, serr := os.Stat(h.Args[0]); serr == nil && st.IsDir() && strings.Contains(h.Args[0], "/") {
+				why = "is a directory"
+			} else if errors.Is(err, fs.ErrPermission) {
 				why = "not executable"
 			}
 			return usagef("--run %s: program %s %s", typ, h.Args[0], why)

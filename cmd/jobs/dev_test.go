@@ -36,7 +36,12 @@ func TestDevBadUsage(t *testing.T) {
 		{[]string{"dev", "--run", "echo=cat"}, 2, "already handled"},
 		{[]string{"dev", "--run", "x"}, 2, "TYPE=COMMAND"},
 		{[]string{"dev", "extra"}, 2, "no arguments"},
-		{[]string{"dev", "--addr", "256.0.0.1:1"}, 1, "cannot listen"},
+		{[]string{"dev", "--addr", "127.0.0.1:99999"}, 1, "cannot listen"},
+		// Its Redis has no password and its worker runs the --run programs: this machine only.
+		{[]string{"dev", "--addr", "0.0.0.0:0"}, 2, "not a loopback address: jobs dev's Redis has no password"},
+		{[]string{"dev", "--addr", ":0"}, 2, "not a loopback address (no host: every interface)"},
+		{[]string{"dev", "--addr", "[::]:0"}, 2, "not a loopback address"},
+		{[]string{"dev", "--addr", "nohost"}, 2, "--addr: want HOST:PORT"},
 	} {
 		r := runCLI("", tc.args...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {

@@ -16,9 +16,9 @@ func inspectCommand(e *env) *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
 		Usage:     "show one job: state, attempts, times, progress, last error, result",
-		ArgsUsage: "ID",
+		ArgsUsage: "ID | QUEUE/ID",
 		Description: "Looks in every queue unless --queue is given; an ID found in several queues needs\n" +
-			"--queue (IDs are unique per queue). Examples:\n\n" +
+			"--queue (IDs are unique per queue), or QUEUE/ID as --after and JOB_AFTER name jobs.\nExamples:\n\n" +
 			"   jobs inspect 01JEXAMPLE0000000000000000\n" +
 			"   jobs inspect --json 01JEXAMPLE0000000000000000 | jq .state",
 		Flags: []cli.Flag{

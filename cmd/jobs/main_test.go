@@ -91,6 +91,23 @@ func TestEnqueueAndInspect(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "state       ready") {
 		t.Errorf("inspect = %+v", r)
 	}
+	// QUEUE/ID, the form --after, JOB_AFTER and JOB_DEPENDENCIES name jobs in.
+	r = jobs(t, p, "", "inspect", "--json", "mail/"+id)
+	if r.code != 0 || !strings.Contains(r.stdout, `"id":"`+id+`"`) {
+		t.Errorf("inspect mail/ID = %+v", r)
+	}
+	r = jobs(t, p, "", "inspect", "other/"+id)
+	if r.code == 0 || !strings.Contains(r.stderr, "no job other/"+id) {
+		t.Errorf("inspect other/ID = %+v, want no such job", r)
+	}
+	r = jobs(t, p, "", "cancel", "mail/"+id)
+	if r.code != 0 || !strings.Contains(r.stdout, id+" cancelled") {
+		t.Errorf("cancel mail/ID = %+v", r)
+	}
+	r = jobs(t, p, "", "retry", "mail/"+id)
+	if r.code != 0 || !strings.Contains(r.stdout, id+" is ready") {
+		t.Errorf("retry mail/ID = %+v", r)
+	}
 }
 
 func TestEnqueueFromStdinDelayedAndAt(t *testing.T) {

@@ -22,6 +22,7 @@ func TestRunProgramChecked(t *testing.T) {
 		want string
 	}{
 		{[]string{"worker", "--run", "t=/nonexistent/binary"}, "jobs: --run t: program /nonexistent/binary not found\n"},
+		{[]string{"worker", "--run", "t=/tmp"}, "jobs: --run t: program /tmp is a directory\n"},
 		{[]string{"worker", "--run", "ok=true", "--run", "t='no such program' x"}, "jobs: --run t: program no such program not found\n"},
 		{[]string{"worker", "--run", "t=" + noexec}, "jobs: --run t: program " + noexec + " not executable\n"},
 		{[]string{"dev", "--addr", "127.0.0.1:0", "--run", "t=/nonexistent/binary"}, "jobs: --run t: program /nonexistent/binary not found\n"},

@@ -16,8 +16,8 @@ func schedulerCommand(e *env) *cli.Command {
 		Description: "Fires every --cron entry plus the dynamic entries of `jobs cron add`, each tick\n" +
 			"exactly once however many schedulers run (they race for a lock per tick, and the job\n" +
 			"ID is derived from the tick). Changes to dynamic entries apply within a second.\n" +
-			"SPEC: six fields with seconds, five without, @every 5s, @hourly, ..., CRON_TZ=Area/City\n" +
-			"prefix allowed. Quote it. Examples:\n\n" +
+			"SPEC: six fields with seconds, five without, @every 5s, @hourly, ..., in UTC unless\n" +
+			"prefixed CRON_TZ=Area/City. Quote it. Examples:\n\n" +
 			"   jobs scheduler --cron \"nightly '0 0 3 * * *' report\"\n" +
 			"   jobs scheduler --cron \"ping '@every 10s' healthcheck '{\\\"url\\\":\\\"/\\\"}'\"",
 		Flags: []cli.Flag{

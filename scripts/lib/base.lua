@@ -40,22 +40,34 @@ end
 -- deleting the hashes of the jobs it drops -- only while they are still in that state: a
 -- stale entry whose hash expired may name a new job enqueued since under the same ID. A
 -- dead job's pending set (jobs:{q}:deps:<id>, kept while it is dead) goes with its hash.
+-- Returns the dropped dead jobs that retried dependents wait on (their dependents set,
+-- jobs:{q}:dependents:<id>, exists: link.lua's retry mode) as follow's work, {id, 'dead',
+-- '1'} each, or nil: the caller resolves them as dead, so nothing waits on a job gone.
 local function trim(set, job_prefix, now, retention_ms, max_n, state)
   local old = redis.call('ZRANGEBYSCORE', set, '-inf', now - retention_ms, 'LIMIT', 0, 100)
   local over = redis.call('ZCARD', set) - max_n
   if over > 0 then
     for _, v in ipairs(redis.call('ZRANGE', set, 0, over - 1)) do table.insert(old, v) end
   end
+  local linked = nil
   for _, v in ipairs(old) do
     redis.call('ZREM', set, v)
-    if redis.call('HGET', job_prefix .. v, 'state') == state then
-      if state == 'dead' then
-        redis.call('DEL', job_prefix .. v, string.sub(job_prefix, 1, -5) .. 'deps:' .. v)
-      else
-        redis.call('DEL', job_prefix .. v)
+    if state ~= 'dead' then
+      -- The done set: trimmed on the acks' path, where one field is all it needs.
+      if redis.call('HGET', job_prefix .. v, 'state') == state then redis.call('DEL', job_prefix .. v) end
+    else
+      local h = redis.call('HMGET', job_prefix .. v, 'state', 'dependents')
+      local base = string.sub(job_prefix, 1, -5)
+      if h[1] == state then
+        redis.call('DEL', job_prefix .. v, base .. 'deps:' .. v)
+        if h[2] and redis.call('EXISTS', base .. 'dependents:' .. v) == 1 then
+          linked = linked or {}
+          linked[#linked + 1] = {v, 'dead', '1'}
+        end
       end
     end
   end
+  return linked
 end
 
 -- Lease tokens are what claim hands out: base36 with '.' and ':', never a '!'. When the

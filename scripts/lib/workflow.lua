@@ -4,7 +4,8 @@
 -- its unique key, expires its hash after retention_ms and trims the dead set. ended: the
 -- job's ended lease (ended_lease) when the holder of its lease ends the attempt here, or
 -- nil (the lease is deleted). Returns the job's dependents and batch fields (see follow):
--- one HMGET serves the unique key and the workflow links, so a plain job pays nothing more.
+-- one HMGET serves the unique key and the workflow links, so a plain job pays nothing more;
+-- and the dead jobs the trim dropped that retried dependents wait on (trim), or nil.
 local function dead_core(dead, job_prefix, id, now, retention_ms, dead_max, ended)
   local key = job_prefix .. id
   local u = redis.call('HMGET', key, 'unique_key', 'unique_keep', 'dependents', 'batch', 'after')
@@ -17,12 +18,13 @@ local function dead_core(dead, job_prefix, id, now, retention_ms, dead_max, ende
   end
   -- A dependent that dies waiting keeps its pending set as long as its hash, and the ends
   -- of its dependencies go on removing their members (resolve_dep's SREM comes before its
-  -- state check): a retry (retry.lua) puts it back to waiting on exactly those left.
+  -- state check): Client.Dependencies shows which it no longer waited for. A retry
+  -- (retry.lua) refills it from the after field.
   if u[5] then redis.call('PEXPIRE', string.sub(job_prefix, 1, -5) .. 'deps:' .. id, retention_ms) end
   redis.call('PEXPIRE', key, retention_ms)
   redis.call('ZADD', dead, now, id)
-  trim(dead, job_prefix, now, retention_ms, dead_max, 'dead')
-  return u[3], u[4]
+  local trimmed = trim(dead, job_prefix, now, retention_ms, dead_max, 'dead')
+  return u[3], u[4], trimmed
 end
 
 -- queue_of is the queue name in a key prefix of that queue ("jobs:{q}:job:" -> "q"): the
@@ -100,8 +102,9 @@ end
 -- is 'dead'; 'cycle': src waits on tid, which dies whatever its policy). The SREM of src from tid's pending set (jobs:{q}:deps:<id>) is the guard:
 -- each edge resolves once however often it is delivered. The job leaves waiting when the
 -- set is empty (to ready), or at once to dead when src died and its policy (dep_policy)
--- is not 'run'. Returns {tid, 'dead', dependents, batch} when it sent tid to dead (the
--- caller follows it in turn), else nil.
+-- is not 'run'. Returns follow's work when it sent tid to dead (the caller follows it in
+-- turn): {tid, 'dead', dependents, batch}, then the jobs its dead set's trim dropped that
+-- had dependents (dead_core); else nil.
 local function resolve_dep(prefix, tid, src, outcome, now, ev, dead_retention, dead_max)
   local base = string.sub(prefix, 1, -5)
   if redis.call('SREM', base .. 'deps:' .. tid, src) == 0 then return nil end
@@ -115,9 +118,11 @@ local function resolve_dep(prefix, tid, src, outcome, now, ev, dead_retention, d
     end
     redis.call('ZREM', base .. 'waiting', tid)
     redis.call('HSET', key, 'last_error', err)
-    local dd, db = dead_core(base .. 'dead', prefix, tid, now, dead_retention, dead_max)
+    local dd, db, trimmed = dead_core(base .. 'dead', prefix, tid, now, dead_retention, dead_max)
     if ev then event(ev, 'dead', tid, d[3], 0, '', err) end
-    return {tid, 'dead', dd, db}
+    local work = {{tid, 'dead', dd, db}}
+    for _, w in ipairs(trimmed or {}) do work[#work + 1] = w end
+    return work
   end
   if redis.call('EXISTS', base .. 'deps:' .. tid) == 0 then
     redis.call('ZREM', base .. 'waiting', tid)
@@ -161,7 +166,7 @@ local function follow(prefix, work, now, ev, dead_retention, dead_max)
           outbox = true
         else
           local died = resolve_dep(prefix, tid, src, w[2], now, ev, dead_retention, dead_max)
-          if died then work[#work + 1] = died end
+          for _, d in ipairs(died or {}) do work[#work + 1] = d end
         end
       end
       redis.call('DEL', set)
@@ -192,9 +197,12 @@ local function follow(prefix, work, now, ev, dead_retention, dead_max)
 end
 
 -- to_dead moves a job to the dead set (dead_core) and resolves what waited on it
--- (follow): its dependents and its batch learn it died. ev: the call's events buffer, for
--- the dependents it moves (nil: none written).
+-- (follow): its dependents and its batch learn it died, and so do the dependents of the
+-- dead jobs the dead set's trim dropped. ev: the call's events buffer, for the dependents
+-- it moves (nil: none written).
 local function to_dead(dead, job_prefix, id, now, retention_ms, dead_max, ended, ev)
-  local deps, batch = dead_core(dead, job_prefix, id, now, retention_ms, dead_max, ended)
-  if deps or batch then follow(job_prefix, {{id, 'dead', deps, batch}}, now, ev, retention_ms, dead_max) end
+  local deps, batch, trimmed = dead_core(dead, job_prefix, id, now, retention_ms, dead_max, ended)
+  local work = trimmed or {}
+  if deps or batch then table.insert(work, 1, {id, 'dead', deps, batch}) end
+  if #work > 0 then follow(job_prefix, work, now, ev, retention_ms, dead_max) end
 end
