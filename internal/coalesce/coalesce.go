@@ -83,7 +83,8 @@ func New[In, Out any](max int, do func(ctx context.Context, batch []In) []Out) *
 //
 // A call with a context that cannot end (context.Background) and that finds no flush
 // running runs one itself, inline, so an uncontended call costs no goroutine switch; if
-// more calls arrived meanwhile, it hands them to the flusher goroutine and returns. Any
+// more calls arrived meanwhile, it hands them to the flusher goroutine and returns. So
+// does a call whose context can end when Interrupt arms it (see Batcher.Interrupt). Any
 // other call waits for the flusher, so that it can return when its context ends.
 func (b *Batcher[In, Out]) Do(ctx context.Context, v In) (Out, error) {
 	var zero Out
