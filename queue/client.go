@@ -143,9 +143,13 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	c.enqueues = coalesce.New(coalesceMax, c.enqueueCoalesced)
 	if in := newInterrupter(rdb); in != nil {
 		c.enqueues.Interrupt = func(ctx context.Context, p prepared) (func(), bool) {
-			// The job ID must be in the first piece go-redis writes (its buffer holds
-			// 4 KiB at least): the keys, prefix and type come before it.
-			if !p.oneJobPath() || len(p.typ)+6*len(p.o.queue) > 2048 {
+			// The job ID must be in the first piece go-redis writes, a buffer's worth: the
+			// command, the script's hash, the keys, prefix and type come before it (256:
+			// more than the rest of what RESP writes before it).
+			qk := c.queueKeys(p.o.queue)
+			before := 256 + len(qk.ready) + len(qk.scheduled) + len(qk.wake) + len(qk.events) + len(qk.jobPrefix) +
+				len(p.typ) + len(p.id)
+			if before > in.bufSize || !p.oneJobPath() {
 				return nil, false
 			}
 			return in.arm(ctx, p.id)

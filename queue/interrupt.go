@@ -2,6 +2,7 @@ package queue
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"net"
 	"os"
@@ -36,7 +37,8 @@ import (
 // runs at most one call inline at a time) and the lock over every wrapped connection's
 // state.
 type interrupter struct {
-	armed atomic.Pointer[armedCall]
+	armed   atomic.Pointer[armedCall]
+	bufSize int // the size of go-redis's write buffer: what its first write of a command holds
 	// mu guards armedCall's and cutConn's fields below: contended only while a call is
 	// armed, and then only by writes to the Redis client's connections.
 	mu sync.Mutex
@@ -56,7 +58,10 @@ func newInterrupter(rdb redis.UniversalClient) *interrupter {
 	if !ok || cl.Options().MinIdleConns > 0 || !neverConnected(cl) {
 		return nil
 	}
-	in := &interrupter{}
+	in := &interrupter{bufSize: cmp.Or(cl.Options().WriteBufferSize, proto32KiB)}
+	if in.bufSize < 0 {
+		in.bufSize = 4096 // bufio's size for a size that is not positive
+	}
 	cl.AddHook(in)
 	// A connection dialed between the check and the hook would escape it.
 	if !neverConnected(cl) {
@@ -104,6 +109,9 @@ func (in *interrupter) cut(a *armedCall) {
 		_ = cn.Conn.SetReadDeadline(past)
 	}
 }
+
+// proto32KiB is go-redis's write buffer size when Options.WriteBufferSize is 0.
+const proto32KiB = 32 << 10
 
 // past is a read deadline that has passed.
 var past = time.Unix(1, 0)
