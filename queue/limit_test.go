@@ -58,6 +58,34 @@ func TestConcurrencyLimitCountsLeases(t *testing.T) {
 	}
 }
 
+// A claim far from the concurrency limit counts the leases with ZCARD (expired ones too,
+// until reaped): that count must not make its acks' freed slots look like the only free
+// ones and push wake tokens no waiting worker needs. Here 2 of 3 slots are taken by live
+// leases and one lease expired: acking both live jobs frees slots of a queue that was not
+// full, so no token.
+func TestConcurrencyWakeIgnoresExpiredLeases(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	if err := c.SetLimit(ctx, "default", Limit{Concurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, 10)
+	jobs, _ := claimLimited(t, c, "default", 3)
+	if len(jobs) != 3 {
+		t.Fatalf("claim of 3 under concurrency 3 = %d jobs", len(jobs))
+	}
+	c.rdb.ZAdd(ctx, qk.active, redis.Z{Score: 1, Member: jobs[1].ID}) // its lease expired
+	c.rdb.Del(ctx, qk.wake)                                           // the enqueues' tokens
+	acked, got, _, err := c.broker().AckClaimLimited(ctx, "default", []*Job{jobs[0], jobs[2]}, [][]byte{nil, nil}, 1,
+		30*time.Second, "w")
+	if err != nil || len(acked) != 2 || acked[0] != nil || acked[1] != nil || len(got) != 1 {
+		t.Fatalf("AckClaimLimited() = %v, %d jobs, %v; want 2 acks, 1 job", acked, len(got), err)
+	}
+	if n := c.rdb.LLen(ctx, qk.wake).Val(); n != 0 {
+		t.Errorf("wake tokens after acks on a queue that was not full = %d, want 0", n)
+	}
+}
+
 // The rate follows GCRA: a burst of B at once, then one token per period/rate; the
 // claim that meets it says exactly when the next token is due.
 func TestRateLimitGCRA(t *testing.T) {

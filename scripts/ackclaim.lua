@@ -61,9 +61,9 @@ local k = {active = active, done = KEYS[2], dead = KEYS[5], ev = event_buf(KEYS[
   dead_retention = tonumber(ARGV[9]), dead_max = tonumber(ARGV[10]), wakes = KEYS[8], track = {limit = KEYS[7]}}
 local acks = ack_jobs(k, now, ARGV, 14)
 -- The limits as the acks read them, if they did (a keyed job's): the acks change none.
-local out, limit, conc, running = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
+local out, limit, conc, running, bound = claim_jobs(KEYS[3], active, KEYS[4], KEYS[7], prefix, tonumber(ARGV[5]),
   tonumber(ARGV[6]), ARGV[7], ARGV[8], now, us, k.ev, k.track.l)
-wake_freed(KEYS[7], active, KEYS[3], KEYS[8], k.freed, #out, now, conc, running)
+wake_freed(KEYS[7], active, KEYS[3], KEYS[8], k.freed, #out, now, conc, running, bound)
 write_events(k.ev)
 if ARGV[12] ~= '' then
   local n = tonumber(ARGV[5])

@@ -106,8 +106,9 @@ end
 -- limit is the queue's limits HASH (jobs:{q}:limit: concurrency, rate, period_ms, burst,
 -- tat; see limit.lua), active its lease ZSET; now in ms and us (the same TIME). Returns g:
 -- g.n the jobs allowed; g.why 1 when the concurrency limit cut n, 2 when the rate did
--- (nil: neither); with a concurrency limit, g.running (the unexpired leases) and g.free
--- (the slots left: limit - running); and, with a rate, g.tau (us between tokens), g.burst, g.base (the GCRA's
+-- (nil: neither); with a concurrency limit, g.running (the unexpired leases; or, with
+-- g.bound set, all leases, when even they leave room for the n jobs) and g.free (the
+-- slots left: limit - running); and, with a rate, g.tau (us between tokens), g.burst, g.base (the GCRA's
 -- theoretical arrival time, never before now); g.ktrack, g.kown and g.kflags, those fields
 -- as read (pop_keyed turns the first two into whether the keys' leases are kept and
 -- whether some key has its own limits: key_flags), g.kdef the keys' default limits
@@ -122,9 +123,19 @@ end
 local function limit_room(limit, active, n, now, now_us, l)
   l = l or limit_fields(limit)
   -- ktrack and kown as read: pop_keyed makes them booleans (key_flags).
-  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6], kdef = l[7], kown = l[8], kflags = l[9]}
+  -- Every field the claim may set is named here: a table built with room for them is
+  -- not rebuilt (rehashed) when they are set.
+  local g = {n = n, conc = tonumber(l[1]) or 0, ktrack = l[6], kdef = l[7], kown = l[8], kflags = l[9],
+    running = nil, free = nil, bound = nil, why = nil, tau = nil, burst = nil, base = nil, kread = nil}
   if g.conc > 0 then
-    g.running = redis.call('ZCOUNT', active, '(' .. now, '+inf')
+    -- ZCARD counts the leases that expired too (a dead worker's, until reaped): when even
+    -- that leaves room for the whole claim, the limit cannot cut it, and the exact count
+    -- (a ZCOUNT: it reads every lease's deadline, four times the cost) is not needed;
+    -- g.running is then that upper bound, g.free a lower bound (limit_reply, wake_freed).
+    g.running, g.bound = redis.call('ZCARD', active), true
+    if g.conc - g.running < n then
+      g.running, g.bound = redis.call('ZCOUNT', active, '(' .. now, '+inf'), nil
+    end
     g.free = g.conc - g.running
     if g.free < g.n then g.n, g.why = math.max(g.free, 0), 1 end
   end
@@ -146,13 +157,13 @@ end
 -- epoch to 14 digits.
 local function limit_take(limit, g, m)
   if g.tau and m > 0 then
-    redis.call('HSET', limit, 'tat', string.format('%.0f', g.base + m * g.tau))
+    redis.call('HSET', limit, 'tat', string.format('%d', g.base + m * g.tau))
   end
 end
 
 -- limit_reply is the limit part of a claim's reply: {concurrency, why, wait_us, free}. free
 -- is, with a concurrency limit, how many slots this claim left free (m: jobs it claimed;
--- else 0). why is g.why when a limit cut the claim short and jobs are left waiting (in
+-- else 0; far from the limit, leases expired but not reaped yet count as taken: g.bound). why is g.why when a limit cut the claim short and jobs are left waiting (in
 -- ready or under a key; else 0: the claim got all it asked for, or the queue ran dry);
 -- wait_us is then how long until the next slot or token: for the rate, exactly when the
 -- next token is due (m tokens taken); for concurrency, when the earliest lease expires (a
@@ -194,7 +205,8 @@ end
 -- attempt, k, and its start (us: now, or under a rate its token's instant, at most
 -- rate_ahead from now: the worker starts it then; started_at is the same in ms); the limit part of the reply (limit_reply); and the
 -- queue's concurrency limit as read (0: none; nil when nothing was claimed for n = 0 or a
--- paused queue) and, under one, the unexpired leases after the claim, for wake_freed.
+-- paused queue) and, under one, the unexpired leases after the claim and whether that
+-- count is only an upper bound (g.bound, see limit_room), for wake_freed.
 -- Nothing while the queue is
 -- paused. The claim also sets state, started_at (now) and worker, which the caller knows.
 -- Each claimed job gets a 'started' event in the call's events buffer ev (see event_buf;
@@ -206,10 +218,10 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   local g = limit_room(limit, active, n, now, now_us, l)
   local base = key_base(prefix)
   local ring = base .. 'keys'
-  local ids, keyof, recs = {}, {}, nil
+  local ids, keyof, recs, due = {}, {}, nil, nil
   if g.n > 0 then
-    local due = due_keys(ring, now_us, g.n)
-    if due and #due > 0 then
+    due = due_keys(ring, now_us, g.n)
+    if due and due.n > 0 then
       local share = g.n
       if redis.call('LLEN', ready) > 0 then
         if g.n == 1 then share = now_us % 2 else share = math.ceil(g.n / 2) end
@@ -223,7 +235,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       end
     end
     -- A claim of one that gave its turn to ready and found it empty takes a key's job.
-    if #ids == 0 and due and #due > 0 and not recs then
+    if #ids == 0 and due and due.n > 0 and not recs then
       recs = pop_keyed(g, limit, active, base, due, g.n, now, now_us, ids, keyof)
     end
   end
@@ -233,6 +245,9 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   -- formatted once, as integers, and the attempts once per value met.
   local deadline_s, now_s, attempts = string.format('%d', deadline), string.format('%d', now), {}
   local out, leased = {}, {}
+  local next_ms = (now + 1) * 1000 -- the first microsecond after now's millisecond
+  -- The queue rate's token instants (rate_start), from locals: this loop runs per job.
+  local qtau, qbase, qburst = g.tau, g.base, g.burst
   for k, id in ipairs(ids) do
     local key = prefix .. id
     -- One read, one write per job: the hash is read whole (the worker needs it) and the
@@ -254,7 +269,8 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- say from a command resent after a lost reply): running it would run the job twice,
     -- or take a done job back to active.
     if state == 'ready' then
-      local start = rate_start(g, #out + 1, now_us)
+      local start = now_us
+      if qtau then start = math.max(qbase + (#out + 1 - qburst) * qtau, now_us) end
       -- A job under its key's rate starts at its key token's instant too: later than now
       -- only for a token claimed ahead, never under a queue rate (pop_keyed).
       local r = keyof[k]
@@ -266,13 +282,11 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
         -- allows after this one (20ms apart under a 25ms key rate).
         r.next_tat = math.max(r.next_tat or r.base, start) + r.tau
       end
-      -- Formatted only when its millisecond is not now's: under a fast rate, most jobs of a
-      -- claim start a few microseconds apart, within now's millisecond.
+      -- Formatted only when its millisecond is not now's (start is never before now_us):
+      -- under a fast rate, most jobs of a claim start a few microseconds apart, within
+      -- now's millisecond.
       local started = now_s
-      if start ~= now_us then
-        local ms = math.floor(start / 1000)
-        if ms ~= now then started = string.format('%d', ms) end
-      end
+      if start >= next_ms then started = string.format('%d', math.floor(start / 1000)) end
       local att = attempts[attempt]
       if not att then att = string.format('%d', attempt); attempts[attempt] = att end
       redis.call('HSET', key, 'attempt', att, 'state', 'active', 'started_at', started,
@@ -292,7 +306,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     end
   end
   if #leased > 0 then redis.call('ZADD', active, unpack(leased)) end
-  if recs then key_claimed(ring, recs, deadline, now, now_us) end
+  if recs then key_claimed(ring, recs, deadline, now, now_us, due.now_s) end
   limit_take(limit, g, #out)
   if #ids < g.n then
     g.why = nil -- ready and the due keys ran dry before the queue's limit was met
@@ -303,7 +317,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   -- any acks of the same call) and the jobs it leased.
   local running
   if g.running and g.conc > 0 then running = g.running + #out end
-  return out, limit_reply(g, ready, active, ring, #out, now, now_us), g.conc, running
+  return out, limit_reply(g, ready, active, ring, #out, now, now_us), g.conc, running, g.bound
 end
 
 -- wake_freed wakes workers waiting on the queue's concurrency limit after a script freed
@@ -316,13 +330,20 @@ end
 -- from limit's name). Nothing for a queue without a concurrency limit (one HGET, or none
 -- when the caller read the limit already: conc, 0 for none; nil: read it here). running:
 -- the unexpired leases now, when a claim of the same call counted them (claim_jobs's
--- fourth reply), else nil: counted here.
-local function wake_freed(limit, active, ready, wakes, freed, taken, now, conc, running)
+-- fourth reply), else nil: counted here; bound (its fifth) true when running is only an
+-- upper bound of them (it counts expired leases too, see limit_room).
+local function wake_freed(limit, active, ready, wakes, freed, taken, now, conc, running, bound)
   if freed <= 0 then return end
   if conc == nil then conc = tonumber(redis.call('HGET', limit, 'concurrency')) end
   if not conc or conc <= 0 then return end
   local free = conc - (running or redis.call('ZCOUNT', active, '(' .. now, '+inf'))
   if free + taken - freed > 0 then return end
+  if bound then
+    -- The claim's count may include expired leases: the exact one decides (rare: the
+    -- claim found room for all it asked, and the slots freed may be all that is free).
+    free = conc - redis.call('ZCOUNT', active, '(' .. now, '+inf')
+    if free + taken - freed > 0 then return end
+  end
   if redis.call('LLEN', ready) == 0 and redis.call('EXISTS', string.sub(limit, 1, -6) .. 'keys') == 0 then return end
   wake(wakes, math.min(freed, free), 'r')
 end

@@ -145,27 +145,34 @@ end
 -- due_keys fetches the keys of ring due now (us), oldest first, for a claim of up to n
 -- keyed jobs: a first look takes about n/q of them (q: key_quantum), enough when each
 -- has q jobs (one ZRANGEBYSCORE of a few keys, not of n); pop_keyed takes more
--- (due_more) only when they ran short. Returns them as an array with: q; waiting (the
--- ring's size); full, true when more keys may be due after them; nil when the ring is
--- empty (no keyed job waits).
+-- (due_more) only when they ran short. Returns a record: keys (the array of them) and n
+-- (how many); q; waiting (the ring's size); full, true when more keys may be due after
+-- them; now_s; nil when the ring is empty (no keyed job waits). A record built whole:
+-- fields added to the reply's array one by one rebuilt its hash part three times.
 local function due_keys(ring, now_us, n)
   local waiting = redis.call('ZCARD', ring)
   if waiting == 0 then return nil end
   local q = key_quantum(waiting)
   local ask = math.ceil(n / q) + 2
-  local due = redis.call('ZRANGEBYSCORE', ring, '-inf', now_us, 'LIMIT', 0, ask)
-  due.q, due.waiting, due.full = q, waiting, #due == ask
-  return due
+  -- The numbers as strings, now_us formatted once for the claim (due.now_s, also the
+  -- served keys' new score: key_claimed): Redis formats a number argument with a printf
+  -- of %.17g, about a third of this call's cost.
+  local now_s = string.format('%d', now_us)
+  local keys = redis.call('ZRANGEBYSCORE', ring, '-inf', now_s, 'LIMIT', '0', string.format('%d', ask))
+  return {keys = keys, n = #keys, q = q, waiting = waiting, full = #keys == ask, now_s = now_s}
 end
 
 -- due_more appends to due (from due_keys) the next keys due now, up to left + 16 of them
 -- (as many as a claim of left jobs could serve one job each), when more may be due.
 -- Returns how many it appended.
-local function due_more(ring, due, now_us, left)
+local function due_more(ring, due, left)
   if not due.full then return 0 end
   local ask = left + 16
-  local more = redis.call('ZRANGEBYSCORE', ring, '-inf', now_us, 'LIMIT', #due, ask)
-  for _, k in ipairs(more) do due[#due + 1] = k end
+  local more = redis.call('ZRANGEBYSCORE', ring, '-inf', due.now_s, 'LIMIT', due.n, ask)
+  for _, k in ipairs(more) do
+    due.n = due.n + 1
+    due.keys[due.n] = k
+  end
   due.full = #more == ask
   return #more
 end
@@ -174,8 +181,8 @@ end
 -- it is full, and then at most the ring's keys (waiting) from the i-th on. A key's share
 -- of a claim is what is left divided by it (pop_keyed).
 local function due_left(due, i)
-  if due.full then return math.max(due.waiting - i + 1, #due - i + 1) end
-  return #due - i + 1
+  if due.full then return math.max(due.waiting - i + 1, due.n - i + 1) end
+  return due.n - i + 1
 end
 
 -- key_spec parses a key limit as limit.lua stores it: "concurrency rate period_ms burst",
@@ -191,26 +198,30 @@ end
 -- fields 'key:'..K) into specs at the same places (false: none).
 local function key_specs(limit, due, from, specs)
   local fields = {}
-  for i = from, #due do fields[#fields + 1] = 'key:' .. due[i] end
+  for i = from, due.n do fields[#fields + 1] = 'key:' .. due.keys[i] end
   if #fields == 0 then return end
   local got = redis.call('HMGET', limit, unpack(fields))
   for j, v in ipairs(got) do specs[from + j - 1] = v end
 end
 
 -- key_pop pops up to room more job IDs of key record r (pop_keyed's), oldest first, onto
--- ids (n of them so far) and keyof; r.room and r.popped count what the key was asked for
--- and gave (a key that gave less than it was asked for ran dry: key_claimed). counts:
--- the claim's cache of counts formatted. Returns the new n.
+-- ids (n of them so far), and r at the same places in keyof when the claim must count
+-- its jobs (r.act: their leases; r.tau: its rate's tokens; else nothing of the key
+-- follows a job, and keyof is left alone); r.room and r.popped count what the key was
+-- asked for and gave (a key that gave less than it was asked for ran dry: key_claimed).
+-- counts: the claim's cache of counts formatted. Returns the new n.
 local function key_pop(r, room, ids, keyof, n, counts)
   if room <= 0 then return n end
   r.room = r.room + room
+  local follow = r.act or r.tau
   if room == 1 then
     -- RPOP without a count returns the ID itself: no array to build, about half the
     -- cost of a call with one (a claim over many keys takes one job of each).
     local id = redis.call('RPOP', r.list)
     if id then
       r.popped, n = r.popped + 1, n + 1
-      ids[n], keyof[n] = id, r
+      ids[n] = id
+      if follow then keyof[n] = r end
     end
     return n
   end
@@ -219,9 +230,16 @@ local function key_pop(r, room, ids, keyof, n, counts)
   local got = redis.call('RPOP', r.list, counts[room])
   if got then
     r.popped = r.popped + #got
-    for _, id in ipairs(got) do
-      n = n + 1
-      ids[n], keyof[n] = id, r
+    if follow then
+      for _, id in ipairs(got) do
+        n = n + 1
+        ids[n], keyof[n] = id, r
+      end
+    else
+      for _, id in ipairs(got) do
+        n = n + 1
+        ids[n] = id
+      end
     end
   end
   return n
@@ -250,22 +268,25 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     g.kread = true
   end
   -- The keys' own limits, when some key has one (the field kown, see limit.lua).
-  local specs = {}
-  if g.kown then key_specs(limit, due, 1, specs) end
+  local specs = nil
+  if g.kown then
+    specs = {}
+    key_specs(limit, due, 1, specs)
+  end
   local default = key_spec(g.kdef)
   local recs, n, counts, i = {}, #ids, {}, 0
   while true do
     local left = want - n
     if left <= 0 then break end
     i = i + 1
-    if i > #due then
+    if i > due.n then
       -- The keys looked at ran short (some had fewer than their share): look further.
-      if due_more(base .. 'keys', due, now_us, left) == 0 then break end
+      if due_more(base .. 'keys', due, left) == 0 then break end
       if g.kown then key_specs(limit, due, i, specs) end
     end
-    local k = due[i]
+    local k = due.keys[i]
     local sp = default
-    if specs[i] then sp = key_spec(specs[i]) or default end
+    if specs and specs[i] then sp = key_spec(specs[i]) or default end
     local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0}
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
@@ -315,26 +336,28 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
 end
 
 -- key_claimed settles the keys pop_keyed took from: the leases of the jobs claimed
--- (r.m of them; their IDs r.ids while the leases are kept) go into the key's lease set, its rate's tat moves on by one tau each, and the
+-- (r.m of them, counted for a key with r.act or r.tau only; their IDs r.ids while the
+-- leases are kept) go into the key's lease set, its rate's tat moves on by one tau each, and the
 -- key gets its next place in the ring: gone when it has no job left, else now (behind
 -- the keys due before it), or later when a limit holds it back: its earliest lease
 -- deadline (concurrency) or its next token (rate), whichever is later. Which keys ran
 -- dry is one EXISTS of their lists, not an LLEN each: a key that gave less than it asked
 -- for has; one that gave all may have, asked one by one only when the EXISTS says some
 -- did.
-local function key_claimed(ring, recs, deadline, now, now_us)
+local function key_claimed(ring, recs, deadline, now, now_us, now_s)
   -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
-  local places, gone, maybe, lists, now_s = {}, {}, {}, {}, nil
+  local places, gone, lists = {}, {}, {}
   for _, r in ipairs(recs) do
     if r.room > 0 and r.popped < r.room then
       r.dry = true
     else
-      maybe[#maybe + 1] = r
       lists[#lists + 1] = r.list
     end
   end
   if #lists > 0 and redis.call('EXISTS', unpack(lists)) < #lists then
-    for _, r in ipairs(maybe) do r.dry = redis.call('EXISTS', r.list) == 0 end
+    for _, r in ipairs(recs) do
+      if not r.dry then r.dry = redis.call('EXISTS', r.list) == 0 end
+    end
   end
   for _, r in ipairs(recs) do
     local m = r.m
@@ -346,7 +369,7 @@ local function key_claimed(ring, recs, deadline, now, now_us)
     local at = now_us
     local tat = r.tau and (r.next_tat or r.base)
     if r.tau and m > 0 then
-      redis.call('SET', r.tat, string.format('%.0f', tat), 'PX', math.floor((tat - now_us) / 1000) + 1)
+      redis.call('SET', r.tat, string.format('%d', tat), 'PX', math.floor((tat - now_us) / 1000) + 1)
     end
     if r.dry then
       gone[#gone + 1] = r.key
@@ -359,9 +382,8 @@ local function key_claimed(ring, recs, deadline, now, now_us)
         -- Due rate_ahead() before its next token, when a claim may take that token.
         at = math.max(at, tat - (r.burst - 1) * r.tau - r.ahead)
       end
-      -- now_us formatted once: Redis formats a number argument with a slow printf each time.
+      -- now_us formatted once (now_s): Redis formats a number argument with a slow printf.
       if at == now_us then
-        now_s = now_s or string.format('%.0f', now_us)
         places[#places + 1] = now_s
       else
         places[#places + 1] = at
