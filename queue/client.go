@@ -122,6 +122,14 @@ type Client struct {
 
 // NewClient returns a Client over rdb, which may be a single node, a Sentinel-backed or a
 // Cluster client.
+//
+// Over a *redis.Client (single node or Sentinel) that has not connected yet, as right after
+// redis.NewClient, NewClient adds a dial hook to it (AddHook) that wraps each connection,
+// so that a lone Enqueue with a context that can end runs on its caller's goroutine and
+// still returns as the context ends (the hook cuts that connection's read short, and
+// go-redis drops it). Over a client that has connected already, or another kind, such an
+// Enqueue waits on a goroutine of the Client's instead: the same guarantees, and two
+// goroutine hand-offs more per call (20-40 us on a 2-CPU machine).
 func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if rdb == nil {
 		return nil, invalid("nil Redis client")
@@ -133,6 +141,20 @@ func NewClient(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	c := &Client{rdb: rdb, cfg: cfg, keys: keys{cfg.Prefix}, reregister: reregisterEvery,
 		token: strconv.FormatUint(rand.Uint64(), 36)}
 	c.enqueues = coalesce.New(coalesceMax, c.enqueueCoalesced)
+	if in := newInterrupter(rdb); in != nil {
+		c.enqueues.Interrupt = func(ctx context.Context, p prepared) (func(), bool) {
+			// The job ID must be in the first piece go-redis writes, a buffer's worth: the
+			// command, the script's hash, the keys, prefix and type come before it (256:
+			// more than the rest of what RESP writes before it).
+			qk := c.queueKeys(p.o.queue)
+			before := 256 + len(qk.ready) + len(qk.scheduled) + len(qk.wake) + len(qk.events) + len(qk.jobPrefix) +
+				len(p.typ) + len(p.id)
+			if before > in.bufSize || !p.oneJobPath() {
+				return nil, false
+			}
+			return in.arm(ctx, p.id)
+		}
+	}
 	c.acks = coalesce.New(coalesceMax, c.ackCoalesced)
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		c.clusterWait = &clusterWaiter{c: c, inflight: map[popKey]bool{}}

@@ -88,7 +88,8 @@ var All = []*redis.Script{Enqueue, Promote, Claim, Heartbeat, Ack, AckClaim, Fai
 // Source returns the full text Redis runs for the named file: the lib functions it
 // calls (directly or through one another), then the file itself. Redis runs a script's
 // whole text on every call, so each function of the lib it carried would be created and
-// thrown away each time, used or not.
+// thrown away each time, used or not. A file with a libMarker line gets them there
+// instead, so that a path above it that needs none of them returns before they are made.
 func Source(name string) (string, error) {
 	lib, err := readLib()
 	if err != nil {
@@ -98,8 +99,15 @@ func Source(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return libFor(lib, string(src)) + "\n" + string(src), nil
+	funcs := libFor(lib, string(src))
+	if before, after, ok := strings.Cut(string(src), "\n"+libMarker); ok {
+		return before + "\n" + funcs + "\n" + after, nil
+	}
+	return funcs + "\n" + string(src), nil
 }
+
+// libMarker is the line of a script where Source puts the lib's functions it calls.
+const libMarker = "-- (the lib's functions go here)\n"
 
 // libFor returns what src needs of lib: lib's opening comment, then each of its
 // "local function NAME" definitions that src calls or that such a definition calls, in

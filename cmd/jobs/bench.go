@@ -72,12 +72,20 @@ func benchCommand(e *env) *cli.Command {
 				return err
 			}
 			events, _ := eventsFlag(c) // checked by connect
-			defer broker.Of(client).Redis().Close()
+			broker.Of(client).Redis().Close()
+			// A Redis client of its own, not connected yet, so that bench.Run's
+			// queue.Client runs lone enqueues on their caller's goroutine, as an
+			// application's would (see queue.NewClient).
+			rdb, err := openRedis(targetOf(c))
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
 			var progress io.Writer
 			if f, ok := e.stderr.(*os.File); ok && isTerminal(f) {
 				progress = f
 			}
-			rec, err := bench.Run(c.Context, broker.Of(client).Redis(), c.String("prefix"), bench.Options{
+			rec, err := bench.Run(c.Context, rdb, c.String("prefix"), bench.Options{
 				Mode: c.String("mode"), N: c.Int("n"), Concurrency: c.Int("concurrency"),
 				Payload: c.Int("payload"), Progress: progress, Events: events,
 				NoHistory: !c.Bool("history"), Limit: limit, LimitKeys: c.Int("limit-keys"),

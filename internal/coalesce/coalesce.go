@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -23,6 +24,13 @@ var ErrInFlight = errors.New("coalesce: context ended while the call was in flig
 type Batcher[In, Out any] struct {
 	max int
 	do  func(ctx context.Context, batch []In) []Out
+
+	// Interrupt, when set (before the first Do), lets a call whose context can end run
+	// inline too: it arranges that do, given that call alone and its ctx, returns
+	// promptly once ctx ends (see queue's interrupter), until release is called; ok
+	// false: it cannot for in, and the call waits for the flusher goroutine, which is
+	// what lets Do return at ctx's end otherwise.
+	Interrupt func(ctx context.Context, in In) (release func(), ok bool)
 
 	mu      sync.Mutex
 	pending []*call[In, Out]
@@ -75,7 +83,8 @@ func New[In, Out any](max int, do func(ctx context.Context, batch []In) []Out) *
 //
 // A call with a context that cannot end (context.Background) and that finds no flush
 // running runs one itself, inline, so an uncontended call costs no goroutine switch; if
-// more calls arrived meanwhile, it hands them to the flusher goroutine and returns. Any
+// more calls arrived meanwhile, it hands them to the flusher goroutine and returns. So
+// does a call whose context can end when Interrupt arms it (see Batcher.Interrupt). Any
 // other call waits for the flusher, so that it can return when its context ends.
 func (b *Batcher[In, Out]) Do(ctx context.Context, v In) (Out, error) {
 	var zero Out
@@ -108,8 +117,52 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, v In) (Out, error) {
 		return c.out, nil
 	default:
 		b.busy = true
+		if b.Interrupt != nil {
+			b.mu.Unlock()
+			if release, ok := b.Interrupt(ctx, v); ok {
+				return b.runInterruptible(c, release)
+			}
+			b.mu.Lock()
+		}
 		b.wakeFlusher() // unlocks
 	}
+	return b.wait(c)
+}
+
+// runInterruptible runs call c, whose context can end, on the caller's goroutine: b.do
+// returns when c's context ends (release undoes what Interrupt set up for that). Called
+// with b.busy set by the caller, b.mu not held.
+func (b *Batcher[In, Out]) runInterruptible(c *call[In, Out], release func()) (Out, error) {
+	b.mu.Lock()
+	i := slices.Index(b.pending, c)
+	if i < 0 || c.ctx.Err() != nil {
+		// Taken by a flush of another's already (it will answer c), or ended before it
+		// was sent (the flusher leaves it out).
+		release()
+		b.wakeFlusher() // unlocks
+		return b.wait(c)
+	}
+	b.pending = slices.Delete(b.pending, i, i+1)
+	c.taken = true
+	b.flying++
+	b.last = 1
+	b.mu.Unlock()
+	b.send([]*call[In, Out]{c})
+	release()
+	b.mu.Lock()
+	if len(b.pending) == 0 {
+		b.busy = false
+		b.mu.Unlock()
+	} else {
+		b.wakeFlusher() // unlocks
+	}
+	return c.out, nil // cut short by ctx's end or not, do's output says what happened
+}
+
+// wait waits for c's output, at most until its context ends (see Do).
+func (b *Batcher[In, Out]) wait(c *call[In, Out]) (Out, error) {
+	var zero Out
+	ctx := c.ctx
 	select {
 	case <-c.done:
 		return c.out, nil

@@ -2,6 +2,7 @@ package coalesce
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,5 +127,59 @@ func TestSecondBatchLeavesWhileFirstIsOut(t *testing.T) {
 	wg.Wait()
 	if m := most.Load(); m != 2 {
 		t.Errorf("at most %d batches in flight at once, want 2", m)
+	}
+}
+
+// With Interrupt, a lone call whose context can end runs on the caller's goroutine (no
+// flusher is started) and returns what do returned when cut short at ctx's end.
+func TestInterruptibleCallRunsInline(t *testing.T) {
+	var armed, released atomic.Int64
+	b := New(10, func(ctx context.Context, batch []int) []int {
+		if batch[0] < 0 { // a call that blocks until its context ends, as a cut read would
+			<-ctx.Done()
+			return []int{-100}
+		}
+		return batch
+	})
+	b.Interrupt = func(_ context.Context, v int) (func(), bool) {
+		armed.Add(1)
+		return func() { released.Add(1) }, true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if got, err := b.Do(ctx, 7); err != nil || got != 7 {
+		t.Fatalf("Do() = %d, %v; want 7, nil", got, err)
+	}
+	b.mu.Lock()
+	flusher := b.flusher
+	b.mu.Unlock()
+	if flusher {
+		t.Error("a lone interruptible call started the flusher goroutine; want it inline")
+	}
+	cctx, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if got, err := b.Do(cctx, -1); err != nil || got != -100 {
+		t.Errorf("Do() cut short = %d, %v; want do's output -100, nil", got, err)
+	}
+	if armed.Load() != 2 || released.Load() != 2 {
+		t.Errorf("Interrupt armed %d calls, released %d; want 2 and 2", armed.Load(), released.Load())
+	}
+}
+
+// An Interrupt that cannot arm a call leaves it to the flusher, which still returns at
+// ctx's end while do is blocked.
+func TestUninterruptibleCallWaitsForFlusher(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	b := New(10, func(_ context.Context, batch []int) []int { <-release; return batch })
+	b.Interrupt = func(context.Context, int) (func(), bool) { return nil, false }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := b.Do(ctx, 1); !errors.Is(err, ErrInFlight) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Do() with do blocked = %v; want ErrInFlight and the deadline", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Do() returned %v after its deadline of 20ms", took)
 	}
 }
