@@ -150,6 +150,7 @@ func (e *Exec) Process(ctx context.Context, job *queue.Job) error {
 		return nil
 	}
 	cmd.WaitDelay = execWaitDelay
+	guard.ready()
 	err = cmd.Start()
 	progressW.Close() // the program holds its own copy: the pipe ends when it exits
 	if err != nil {

@@ -38,6 +38,18 @@ done
 for g in $groups; do kill -9 -"$g" 2>/dev/null; done
 `
 
+// ready starts the guard if none runs, before a program starts: started then only
+// writes a line, and the time a program runs before its guard knows its group is that
+// write's, not a /bin/sh's start too (a worker SIGKILLed then left the program's children
+// running: TestExecGrandchildDiesWithWorker, under load).
+func (g *execGuard) ready() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.in == nil {
+		_ = g.startLocked() // none: started tries again, and a program runs unguarded
+	}
+}
+
 // started lists pgid, the group of a program just started.
 func (g *execGuard) started(pgid int) {
 	g.mu.Lock()

@@ -156,10 +156,16 @@ func Main(m *testing.M) {
 	var err error
 	if ClusterMode() {
 		sharedCluster, err = StartCluster(3)
-	} else {
+	}
+	if err == nil {
+		// In cluster mode too: the examples (Example functions cannot skip) dial one
+		// server's address, SharedAddr. Tests still get the cluster (Shared skips).
 		shared, err = Start()
 	}
 	if err != nil {
+		if sharedCluster != nil {
+			sharedCluster.Stop()
+		}
 		flag.Parse() // testing.Short panics before the flags are parsed (m.Run parses them)
 		if !testing.Short() {
 			fmt.Fprintln(os.Stderr, "redistest:", err)
@@ -170,9 +176,8 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if sharedCluster != nil {
 		sharedCluster.Stop()
-	} else {
-		shared.Stop()
 	}
+	shared.Stop()
 	os.Exit(code)
 }
 
