@@ -373,7 +373,7 @@ func TestEveryMatchConfirmed(t *testing.T) {
 		"no count":                       with("token", c.Token, "confirm", "7"),
 		"a smaller count than confirmed": with("count", "2", "token", c.Token),
 		"another filter's token":         with("type", "email", "count", "7", "token", c.Token, "confirm", "7"),
-		"a forged token":                 with("count", "7", "token", "x"+c.Token[1:], "confirm", "7"),
+		"a forged token":                 with("count", "7", "token", forged(c.Token), "confirm", "7"),
 		"nothing typed":                  with("count", "7", "token", c.Token),
 		"a wrong count typed":            with("count", "7", "token", c.Token, "confirm", "6"),
 		"a wrong name typed":             with("count", "7", "token", c.Token, "confirm", "defaul"),
@@ -517,4 +517,13 @@ func TestDotNamesReachable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// forged is token with its first character changed: "x"+token[1:] was token itself when
+// it began with an x, and the test then failed once in 64 runs.
+func forged(token string) string {
+	if strings.HasPrefix(token, "x") {
+		return "y" + token[1:]
+	}
+	return "x" + token[1:]
 }
