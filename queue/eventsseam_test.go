@@ -148,11 +148,7 @@ func TestReadsWorkOnAFullRedis(t *testing.T) {
 		t.Skip("starts its own single redis-server")
 	}
 	t.Parallel()
-	srv := redistest.Own(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	c, err := NewClient(srv.Client(t), Config{Prefix: "full"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fullRedisClient(t, "3mb", "full")
 	first, err := c.Enqueue(ctx, "a", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -339,11 +339,7 @@ func TestHandOffRefusedWritesNothing(t *testing.T) {
 	if redistest.ClusterMode() {
 		t.Skip("starts its own single redis-server")
 	}
-	srv := redistest.Own(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fullRedisClient(t, "3mb", "mm")
 	qk := c.keys.queue("idle")
 	w := c.broker().Waiter("w1", 30*time.Second)
 	register(t, c, "idle", &w)

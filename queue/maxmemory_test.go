@@ -17,11 +17,7 @@ func TestFullRedisRefusesEnqueuesButFinishesJobs(t *testing.T) {
 	if redistest.ClusterMode() {
 		t.Skip("starts its own single redis-server")
 	}
-	srv := redistest.Own(t, "--maxmemory", "3mb", "--maxmemory-policy", "noeviction")
-	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fullRedisClient(t, "3mb", "mm")
 	enqueued := fill(t, c, "a")
 	t.Logf("Redis full after %d jobs", enqueued)
 	if n, _ := c.rdb.LLen(ctx, c.keys.queue("default").ready).Result(); int(n) != enqueued {
@@ -104,11 +100,7 @@ func TestBatchOnFullRedisListsRefusedJobs(t *testing.T) {
 		t.Skip("starts its own single redis-server")
 	}
 	t.Parallel()
-	srv := redistest.Own(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	c, err := NewClient(srv.Client(t), Config{Prefix: "mm"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fullRedisClient(t, "4mb", "mm")
 	batch := make([]BatchJob, 3000)
 	for i := range batch {
 		batch[i] = BatchJob{Type: "a", Payload: []byte(strings.Repeat("p", 2000))}
@@ -138,6 +130,19 @@ func TestBatchOnFullRedisListsRefusedJobs(t *testing.T) {
 // refuses one, fails the test unless Redis's OOM refusal stopped it, and returns how many
 // it enqueued. Jobs of the size the tests then write: client buffers count in Redis's
 // memory, so a smaller call could pass where a larger one was refused.
+// fullRedisClient is a Client with prefix over a redis-server of the test's own that
+// holds at most maxmemory ("3mb") and evicts nothing, as a Redis filled to its limit
+// refuses writes.
+func fullRedisClient(t *testing.T, maxmemory, prefix string) *Client {
+	t.Helper()
+	srv := redistest.Own(t, "--maxmemory", maxmemory, "--maxmemory-policy", "noeviction")
+	c, err := NewClient(srv.Client(t), Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func fill(t *testing.T, c *Client, typ string) int {
 	t.Helper()
 	payload := []byte(strings.Repeat("p", 200))
