@@ -11,11 +11,12 @@
 -- of unique_key, batch and limit_key then (fields no script changes while a lease holds,
 -- and a lease is one claim's), so only the fields that can change meanwhile (lease,
 -- cancel, dependents) and the event's are read; '2' the same for a job that had a
--- limit_key (read too); anything else (or none): all are read. A plain job's ack reads 6
--- fields instead of 10, a keyed one 7, most of the others absent: each absent field is a
--- scan of the whole hash. A done job keeps its hash for
--- retention ms (<= 0: deleted at once) in the done set, trimmed to done_max; a cancelled
--- one goes through to_dead with last_error "cancelled by operator" and counts as failed.
+-- limit_key (read too, only while the keys' leases are kept: key_tracked); anything else
+-- (or none): all are read. A plain job's ack reads 6 fields instead of 10, a keyed one 6
+-- or 7, most of the others absent: each absent field is a scan of the whole hash.
+-- A done job keeps its hash for retention ms (<= 0: deleted at once) in the done set,
+-- trimmed to done_max; a cancelled one goes through to_dead with last_error "cancelled by
+-- operator" and counts as failed.
 -- Returns one integer per group: 1 done, 2 done already by this very lease (a resent ack;
 -- nothing changed), 3 cancelled: dead (now or, for a resent ack, already), 0 lease lost
 -- (nothing changed for that job). Its first write is a ZREM: see below. Each settled job
@@ -30,7 +31,10 @@ local function ack_jobs(k, now, argv, from, hints)
   for i = from, #argv, 3 do
     local job
     local hint = string.byte(hints, #out + 1)
-    if hint == 49 then -- '1': a plain job (see above)
+    if hint == 49 or (hint == 50 and not key_tracked(k.track)) then
+      -- '1': a plain job (see above); or '2', a keyed one, while no key's leases are kept
+      -- (key_tracked: one read of the limits a call, which a claim after the acks reuses):
+      -- its key has no lease to free then, and is not read.
       local j = redis.call('HMGET', prefix .. argv[i], 'lease', 'cancel', 'type', 'attempt', 'worker', 'dependents')
       job = {j[1], false, false, j[2], j[3], j[4], j[5], j[6], false, false}
     elseif hint == 50 then -- '2': a keyed job otherwise plain
