@@ -28,10 +28,13 @@ local function ack_jobs(k, now, argv, from, hints)
   local prefix = k.prefix
   -- at[n]: where in argv the group of the n-th finished job starts (id, token, result).
   local out, finished, held, at = {}, {}, {}, {}
+  -- Whether the keys' leases are kept, once the first keyed job asks (key_tracked).
+  local tracked = nil
   for i = from, #argv, 3 do
     local job
     local hint = string.byte(hints, #out + 1)
-    if hint == 49 or (hint == 50 and not key_tracked(k.track)) then
+    if hint == 50 and tracked == nil then tracked = key_tracked(k.track) end
+    if hint == 49 or (hint == 50 and not tracked) then
       -- '1': a plain job (see above); or '2', a keyed one, while no key's leases are kept
       -- (key_tracked: one read of the limits a call, which a claim after the acks reuses):
       -- its key has no lease to free then, and is not read.
@@ -303,7 +306,11 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- or take a done job back to active.
     if state == 'ready' then
       local start = now_us
-      if qtau then start = math.max(qbase + (#out + 1 - qburst) * qtau, now_us) end
+      if qtau then
+        -- rate_start's, inline: this runs per job.
+        local t = qbase + (#out + 1 - qburst) * qtau
+        if t > now_us then start = t end
+      end
       -- A job under its key's rate starts at its key token's instant too: later than now
       -- only for a token claimed ahead, never under a queue rate (pop_keyed).
       local r = keyof[k]

@@ -229,18 +229,17 @@ local function key_pop(r, room, ids, keyof, n, counts)
   counts[room] = counts[room] or string.format('%d', room)
   local got = redis.call('RPOP', r.list, counts[room])
   if got then
-    r.popped = r.popped + #got
+    -- Numeric loops: ipairs calls its iterator (a C function) once per job.
+    local m = #got
+    r.popped = r.popped + m
     if follow then
-      for _, id in ipairs(got) do
-        n = n + 1
-        ids[n], keyof[n] = id, r
+      for j = 1, m do
+        ids[n + j], keyof[n + j] = got[j], r
       end
     else
-      for _, id in ipairs(got) do
-        n = n + 1
-        ids[n] = id
-      end
+      for j = 1, m do ids[n + j] = got[j] end
     end
+    n = n + m
   end
   return n
 end
@@ -287,11 +286,21 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     local k = due.keys[i]
     local sp = default
     if specs and specs[i] then sp = key_spec(specs[i]) or default end
-    local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0}
+    -- dry named too (key_claimed sets it): a table built with room for its fields is not
+    -- rebuilt when one is set.
+    local r = {key = k, list = base .. 'kready:' .. k, m = 0, popped = 0, room = 0, dry = false}
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
     if g.ktrack then r.act, r.ids = base .. 'kactive:' .. k, {} end
-    local room = math.max(math.ceil(left / due_left(due, i)), math.min(due.q, left))
+    -- max(ceil(left / due_left(due, i)), min(due.q, left)), without a call: this runs per
+    -- key, and a claim may serve a hundred.
+    local share = left / due_left(due, i)
+    local room = share - share % 1
+    if room < share then room = room + 1 end
+    if room < due.q and room < left then
+      room = due.q
+      if left < room then room = left end
+    end
     if sp and sp.conc > 0 and r.act then
       -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
       g.running = g.running or redis.call('ZCARD', active)
@@ -346,8 +355,10 @@ end
 -- did.
 local function key_claimed(ring, recs, deadline, now, now_us, now_s)
   -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
-  local places, gone, lists = {}, {}, {}
-  for _, r in ipairs(recs) do
+  -- Numeric loops: ipairs calls its iterator (a C function) once per key.
+  local places, gone, lists, nrecs = {}, {}, {}, #recs
+  for j = 1, nrecs do
+    local r = recs[j]
     if r.room > 0 and r.popped < r.room then
       r.dry = true
     else
@@ -355,11 +366,13 @@ local function key_claimed(ring, recs, deadline, now, now_us, now_s)
     end
   end
   if #lists > 0 and redis.call('EXISTS', unpack(lists)) < #lists then
-    for _, r in ipairs(recs) do
+    for j = 1, nrecs do
+      local r = recs[j]
       if not r.dry then r.dry = redis.call('EXISTS', r.list) == 0 end
     end
   end
-  for _, r in ipairs(recs) do
+  for j = 1, nrecs do
+    local r = recs[j]
     local m = r.m
     if m > 0 and r.act then
       local z = {}
