@@ -44,6 +44,11 @@ const (
 	EventLimit      EventName = "limit"       // the queue's limits changed (ID empty; Error says the limits now, "" when none is left)
 )
 
+// EventNames lists every event name, in the order of a job's life, then the queue's.
+var EventNames = []EventName{EventWaiting, EventEnqueued, EventScheduled, EventStarted, EventDone, EventRetry,
+	EventDead, EventReaped, EventHandedBack, EventPostponed, EventCancelled, EventRequeued, EventPurged,
+	EventDeleted, EventPaused, EventResumed, EventLimit}
+
 // Event is one entry of a queue's event stream (`jobs:{queue}:events`).
 type Event struct {
 	Queue   string

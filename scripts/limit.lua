@@ -8,7 +8,9 @@
 --                               us; written by claims); key (the default limits of every
 --                               limit key) and key:<K> (a key's own), see ARGV[12..]
 -- KEYS[2]  jobs:{q}:events      STREAM one 'limit' entry per call that changed something,
---                               its error field the limits now ("" when none is left)
+--                               its error field the limits now ("" when none is left):
+--                               the queue's, the keys' default, how many keys have their
+--                               own, and those of the keys named (ARGV[12..], 10 at most)
 -- KEYS[3]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms), read when the field
 --                               ktrack flips (below)
 -- Keys     named from KEYS[1] ("jobs:{q}:", see the lib's keyed jobs), when ktrack flips:
@@ -189,13 +191,33 @@ if #fields > (flagged and 1 or 0) then
 elseif flagged then
   redis.call('DEL', limit)
 end
-local now = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst')
-local desc = {}
-if now[1] then desc[#desc + 1] = 'concurrency ' .. now[1] end
-if now[2] then desc[#desc + 1] = 'rate ' .. now[2] .. '/' .. now[3] .. 'ms burst ' .. now[4] end
-for _, f in ipairs(fields) do
-  local v = redis.call('HGET', limit, f)
-  if v then desc[#desc + 1] = f .. ' ' .. v end
+-- The event says what the limits are now, in a line of bounded length whatever the number
+-- of keys with their own limits: the queue's, the keys' default, how many keys have their
+-- own, and the own limits of the keys this call named (10 at most).
+local function spec_text(v)
+  if not v then return 'back to the default' end
+  local c, r, p, b = string.match(v or '', '^(%d+) (%d+) (%d+) (%d+)$')
+  local t = {}
+  if c and c ~= '0' then t[#t + 1] = 'concurrency ' .. c end
+  if r and r ~= '0' then t[#t + 1] = 'rate ' .. r .. '/' .. p .. 'ms burst ' .. b end
+  if #t == 0 then return 'none' end
+  return table.concat(t, ' ')
+end
+local cur, desc, owned = redis.call('HGETALL', limit), {}, 0
+local q = {}
+for i = 1, #cur, 2 do
+  q[cur[i]] = cur[i + 1]
+  if string.sub(cur[i], 1, 4) == 'key:' then owned = owned + 1 end
+end
+if q.concurrency then desc[#desc + 1] = 'concurrency ' .. q.concurrency end
+if q.rate then desc[#desc + 1] = 'rate ' .. q.rate .. '/' .. q.period_ms .. 'ms burst ' .. q.burst end
+if q.key then desc[#desc + 1] = 'every key ' .. spec_text(q.key) end
+if owned > 0 then desc[#desc + 1] = owned .. ' keys with limits of their own' end
+if #ARGV >= 12 and (kc ~= '' or kr ~= '') then
+  for i = 12, math.min(#ARGV, 21) do
+    desc[#desc + 1] = 'key ' .. ARGV[i] .. ' ' .. spec_text(q['key:' .. ARGV[i]])
+  end
+  if #ARGV > 21 then desc[#desc + 1] = 'and ' .. (#ARGV - 21) .. ' more keys' end
 end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 local ev = event_buf(events, tonumber(ARGV[7]))
