@@ -15,8 +15,8 @@
 --                               ktrack flips (below)
 -- Keys     named from KEYS[1] ("jobs:{q}:", see the lib's keyed jobs), when ktrack flips:
 --          jobs:{q}:job:<id> (read: limit_key) of each job in active, jobs:{q}:kactive:K
---          of their keys (rebuilt or deleted) and jobs:{q}:keys and jobs:{q}:kpause:K
---          (keys brought forward when ktrack goes off)
+--          of their keys (rebuilt or deleted); jobs:{q}:keys and jobs:{q}:kpause:K
+--          (keys brought forward) when key limits change or ktrack goes off
 -- ARGV[1]  concurrency          "": unchanged; "0": removed; N > 0: set
 -- ARGV[2]  rate                 "": unchanged; "0": removed (with period_ms, burst, tat);
 --                               N > 0: set with ARGV[3] and ARGV[4]
@@ -39,8 +39,9 @@
 --                               stored as "concurrency rate period_ms burst" (0: none of
 --                               that kind; the lib's key_spec reads it), removed when
 --                               nothing is left in it. A key's rate state (its tat, in
---                               jobs:{q}:ktat:K) is kept: a changed key rate applies from
---                               the key's next token.
+--                               jobs:{q}:ktat:K) is stored with the tau it was spent
+--                               under: a claim voids one of another rate, so a changed
+--                               key rate starts afresh, as the queue's does.
 --          The field ktrack is '1' while some key's concurrency could bind: a default or
 --          own key concurrency below the queue's concurrency, or with none on the queue (a
 --          key's leases are among the queue's, which a claim never takes past its limit).
@@ -49,9 +50,11 @@
 --          change), so a key concurrency set on running jobs counts them at the next
 --          claim; when it goes off, they are deleted, and the keys the ring holds back
 --          for later, not by a handler's pause, are brought forward to now (a claim puts
---          one its rate holds back at its next token again).
+--          one its rate holds back at its next token again). So are they when key
+--          limits change (the keys named, or all when the default changed): raised key
+--          limits apply at the next claim.
 -- Returns  1 if the limits changed, 0 if they already were so (nothing written).
--- Clock    Redis TIME, only when ktrack goes off (the ring's now).
+-- Clock    Redis TIME, only when key limits changed or ktrack goes off (the ring's now).
 -- Invariant a queue rate whose rate, period or burst changed starts afresh (tat removed: a full
 --          burst is allowed at once); an unchanged one keeps its tat, so setting the
 --          same limits again never lets a burst through. The hash is gone when no limit
@@ -79,7 +82,7 @@ elseif rate ~= '' and (rate ~= old[2] or period ~= old[3] or burst ~= old[4]) th
 end
 -- Per-key limits: the default ('key') or the overrides named.
 local kc, kr, kp, kb = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local fields = {}
+local fields, kchanged = {}, false
 if #ARGV < 12 then fields[1] = 'key' end
 for i = 12, #ARGV do fields[#fields + 1] = 'key:' .. ARGV[i] end
 if kc == '*' then
@@ -87,10 +90,10 @@ if kc == '*' then
   for _, f in ipairs(redis.call('HKEYS', limit)) do
     if f == 'key' or string.sub(f, 1, 4) == 'key:' then
       redis.call('HDEL', limit, f)
-      changed = true
+      changed, kchanged = true, true
     end
   end
-  fields = {}
+  fields = {'key'} -- every key's limits changed: see the ring below
 elseif kc ~= '' or kr ~= '' then
   for _, f in ipairs(fields) do
     local cur = redis.call('HGET', limit, f)
@@ -106,11 +109,11 @@ elseif kc ~= '' or kr ~= '' then
     if v == '0 0 0 0' then
       if cur then
         redis.call('HDEL', limit, f)
-        changed = true
+        changed, kchanged = true, true
       end
     elseif v ~= cur then
       redis.call('HSET', limit, f, v)
-      changed = true
+      changed, kchanged = true, true
     end
   end
 end
@@ -169,18 +172,34 @@ elseif track ~= tracked then
   else
     redis.call('HDEL', limit, 'ktrack')
     -- No key waits on a concurrency now: none may stay held back for one.
-    -- now in us as an integer string: Lua's tostring keeps 14 digits of its 16.
-    local us = string.format('%.0f', now_us())
-    local ring = base .. 'keys'
-    local later, places = redis.call('ZRANGEBYSCORE', ring, '(' .. us, '+inf'), {}
-    for _, lk in ipairs(later) do
-      if redis.call('EXISTS', base .. 'kpause:' .. lk) == 0 then
-        places[#places + 1] = us
-        places[#places + 1] = lk
-      end
-    end
-    zadd_all(ring, places)
+    kchanged, fields = true, {'key'}
   end
+end
+-- Keys the ring holds back for later under the old limits (their earliest lease deadline,
+-- their next token) are brought forward to now, so that raised limits apply at the next
+-- claim: the keys named, or all of them when the default changed. A claim puts back one
+-- the new limits still hold. Not a key a handler paused (kpause:K): its pause stands.
+if kchanged and #fields > 0 then
+  local base, ring = string.sub(limit, 1, -6), string.sub(limit, 1, -6) .. 'keys'
+  -- now in us as an integer string: Lua's tostring keeps 14 digits of its 16.
+  local us = string.format('%.0f', now_us())
+  local later, places = {}, {}
+  if fields[1] == 'key' then
+    later = redis.call('ZRANGEBYSCORE', ring, '(' .. us, '+inf')
+  else
+    for _, f in ipairs(fields) do
+      local k = string.sub(f, 5)
+      local at = tonumber(redis.call('ZSCORE', ring, k))
+      if at and at > tonumber(us) then later[#later + 1] = k end
+    end
+  end
+  for _, lk in ipairs(later) do
+    if redis.call('EXISTS', base .. 'kpause:' .. lk) == 0 then
+      places[#places + 1] = us
+      places[#places + 1] = lk
+    end
+  end
+  zadd_all(ring, places)
 end
 -- kflags: this script keeps ktrack and kown in these limits (key_flags in scripts/lib). Only
 -- while some limit is left: Redis deletes an empty hash, and no limits is no hash.
