@@ -40,7 +40,7 @@ const (
 	EventPurged     EventName = "purged"      // an operator deleted jobs (Purge): one event per batch of up to 1000, ID empty, Error says how many
 	EventDeleted    EventName = "deleted"     // an operator deleted this one job (Delete)
 	EventPaused     EventName = "paused"      // the queue was paused (ID empty)
-	EventResumed    EventName = "resumed"     // the queue was resumed (ID empty)
+	EventResumed    EventName = "resumed"     // the queue was resumed (ID empty), or a limit key a handler paused (Error: "limit key K")
 	EventLimit      EventName = "limit"       // the queue's limits changed (ID empty; Error says the limits now, "" when none is left)
 )
 

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +83,41 @@ func TestRaisedKeyLimitAppliesAtTheNextClaim(t *testing.T) {
 	}
 	if jobs, lim := claimLimited(t, c, "default", 10); len(jobs) != 0 {
 		t.Errorf("claim after a change that left the rate as it was = %d jobs, %+v; want none (the tat stands)", len(jobs), lim)
+	}
+}
+
+// ResumeKey ends a handler's pause of a key before its time: the key's jobs are claimed at
+// once, the paused one first. A key paused for 1000h could not be lifted before.
+func TestResumeKeyEndsAHandlersPause(t *testing.T) {
+	c := setup(t, Config{})
+	ids := enqueueN(t, c, 2, LimitKey("a"))
+	jobs, _ := claimLimited(t, c, "default", 1)
+	if len(jobs) != 1 || jobs[0].ID != ids[0] {
+		t.Fatalf("claim = %+v, want the key's first job", jobs)
+	}
+	if err := c.broker().PauseKey(ctx, jobs[0], 1000*time.Hour, "upstream said 429"); err != nil {
+		t.Fatal(err)
+	}
+	if more, _ := claimLimited(t, c, "default", 10); len(more) != 0 {
+		t.Fatalf("claim during the key's pause = %d jobs, want none", len(more))
+	}
+	if was, err := c.ResumeKey(ctx, "default", "a"); err != nil || !was {
+		t.Fatalf("ResumeKey() = %v, %v; want true", was, err)
+	}
+	evs, err := c.RecentEvents(ctx, []string{"default"}, 1)
+	if err != nil || len(evs) != 1 || evs[0].Name != EventResumed || evs[0].Error != "limit key a" {
+		t.Errorf("last event = %+v, %v; want resumed, limit key a", evs, err)
+	}
+	more, _ := claimLimited(t, c, "default", 10)
+	if len(more) != 2 || more[0].ID != ids[0] {
+		t.Errorf("claim after ResumeKey = %d jobs; want both, the paused one first", len(more))
+	}
+	if was, err := c.ResumeKey(ctx, "default", "a"); err != nil || was {
+		t.Errorf("ResumeKey() of a key not paused = %v, %v; want false, nil", was, err)
+	}
+	for _, k := range []string{"", "a\nb", strings.Repeat("k", 201)} {
+		if _, err := c.ResumeKey(ctx, "default", k); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ResumeKey(%q) = %v, want ErrInvalid", k, err)
+		}
 	}
 }
