@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -230,7 +231,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.URL = &u
 		r = r2
 	}
+	// Without a user, the client's address names who acted: its host, not the ephemeral
+	// port, which says nothing and makes each request of one person look like another's.
 	user := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(user); err == nil {
+		user = host
+	}
 	if h.opts.Authorize != nil {
 		name, ok := h.opts.Authorize(r)
 		if !ok {
