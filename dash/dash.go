@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -292,6 +293,12 @@ func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h.opts.ReadOnly {
 			h.fail(w, r, http.StatusForbidden, errors.New("the dashboard is read-only"))
+			return
+		}
+		// Form bodies only, as the pages send: a text/plain or multipart POST (which a
+		// cross-site form can also send) is refused before it acts, whatever its fields.
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+			h.fail(w, r, http.StatusUnsupportedMediaType, errors.New("actions take form bodies (Content-Type: application/x-www-form-urlencoded)"))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)

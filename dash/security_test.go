@@ -242,3 +242,29 @@ func TestBasicAuthWithAnEmptySecretAdmitsNobody(t *testing.T) {
 		}
 	}
 }
+
+// Actions take form bodies only, as README says: a text/plain or multipart POST, which
+// carried no fields an action needs (pause needs none), paused the queue all the same.
+func TestActionsTakeFormBodiesOnly(t *testing.T) {
+	b := setup(t, Options{})
+	b.enqueue(t, "t", "x")
+	for _, ct := range []string{"text/plain", "multipart/form-data; boundary=x", "application/json", ""} {
+		req, _ := http.NewRequest("POST", b.srv.URL+"/queues/default/pause", strings.NewReader("do=retry"))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("POST pause with Content-Type %q = %d, want 415", ct, resp.StatusCode)
+		}
+	}
+	st, err := b.client.StatsOf(context.Background(), "default")
+	if err != nil || st[0].Paused {
+		t.Errorf("queue paused = %v (%v) after refused posts, want not paused", st[0].Paused, err)
+	}
+	wantStatus(t, "POST pause as a form", b.post(t, "/queues/default/pause", nil), http.StatusSeeOther)
+}
