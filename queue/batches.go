@@ -111,7 +111,7 @@ func (c *Client) NewBatch(ctx context.Context, o BatchOptions, jobs []BatchJob) 
 		if cb.cb == nil {
 			continue
 		}
-		if err := validateType(cb.cb.Type); err != nil {
+		if err := ValidateType(cb.cb.Type); err != nil {
 			return ref, nil, fmt.Errorf("%s callback: %w", cb.kind, err)
 		}
 		if len(cb.cb.Payload) > c.cfg.MaxPayload {
