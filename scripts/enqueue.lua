@@ -53,6 +53,9 @@
 --          holder. A fresh ID whose hash exists can only be this very call sent again (go-redis
 --          resends a command whose reply was lost): it is reported '1', already enqueued;
 --          so is a caller-chosen ID whose hash holds this call's nonce.
+--          The one-job path (the 8-value ARGV) replies 1, the integer, for its job's '1': an
+--          array costs Redis several times more to reply than the commands' own work on that
+--          path, and its one job cannot be a duplicate (its ID is generated) or unique.
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
 -- Hand-off a one-job call (the short ARGV) that finds ready empty, on a queue not
@@ -111,7 +114,7 @@ if #ARGV == 8 and ARGV[5] == '' and ARGV[6] == '' and #ARGV[8] <= 128 then
   local base = string.sub(prefix, 1, -5)
   -- The one-job path's EXISTS (see there): 5 or more, this call resent; 1 to 4, busy.
   busy_n = redis.call('EXISTS', key, key, key, key, key, ready, base .. 'paused', base .. 'limit', base .. 'keys')
-  if busy_n >= 5 then return {'1'} end
+  if busy_n >= 5 then return 1 end
   if busy_n > 0 then
     -- Arguments go to redis.call as the strings they came in: a Lua number is formatted
     -- anew by every call (snprintf %.17g, more instructions than the LPUSH it goes with).
@@ -152,7 +155,7 @@ if #ARGV == 8 and ARGV[5] == '' and ARGV[6] == '' and #ARGV[8] <= 128 then
       redis.call('HSET', key, 'type', typ, 'state', 'ready', 'created_at', now, 'payload', string.sub(payload, 1, 64),
         'payload+1', string.sub(payload, 65))
     end
-    return {'1'}
+    return 1
   end
 end
 
@@ -224,7 +227,7 @@ if nargs == 8 then
   -- for hand-offs), the queue is paused, has limits or keyed jobs (they keep the claim's
   -- checks).
   local n = busy_n or redis.call('EXISTS', key, key, key, key, key, ready, base .. 'paused', base .. 'limit', base .. 'keys')
-  if n >= 5 then return {'1'} end
+  if n >= 5 then return 1 end
   local waiter, lapsed = nil, false
   if n == 0 then
     -- The live waiter registered last (ZRANGE's last: the one whose wait ends last),
@@ -265,7 +268,7 @@ if nargs == 8 then
         redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
           'payload+1', string.sub(payload, 65))
       end
-      return {'1'}
+      return 1
     end
   end
   -- The job's hash: type, max_retry and timeout_ms unless at their defaults, state,
@@ -281,7 +284,7 @@ if nargs == 8 then
   m = add_payload(f, m, payload, {})
   if not waiter then
     redis.call('HSET', key, unpack(f, 1, m))
-    return {'1'}
+    return 1
   end
   -- The hand-off: the job is claimed for the waiter as its claim of one would claim it
   -- (claim_jobs: attempt 1, state active, started_at, worker, the lease token
@@ -321,7 +324,7 @@ if nargs == 8 then
   f[m + 7] = 'lease'; f[m + 8] = token .. ':1'
   redis.call('HSET', key, unpack(f, 1, m + 8))
   redis.call('ZADD', base .. 'active', string.format('%d', now + tonumber(lease_ms)), id)
-  return {'1'}
+  return 1
 end
 
 -- Pass 1 decides every job's outcome with reads only; pass 2 writes. Scripts are not
