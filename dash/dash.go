@@ -259,12 +259,15 @@ func userOf(r *http.Request) string {
 
 // BasicAuth returns an Options.Authorize that admits requests carrying HTTP basic auth
 // with this user and password. Both are compared in constant time (their SHA-256 sums,
-// so neither's length leaks either).
+// so neither's length leaks either). With an empty user or password it admits nobody:
+// a password read from an unset environment variable must not open the dashboard to
+// anyone who sends an empty one.
 func BasicAuth(user, password string) func(*http.Request) (string, bool) {
 	wantU, wantP := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
+	unset := user == "" || password == ""
 	return func(r *http.Request) (string, bool) {
 		u, p, ok := r.BasicAuth()
-		if !ok {
+		if !ok || unset {
 			return "", false
 		}
 		gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))

@@ -227,3 +227,18 @@ func TestBasicAuth(t *testing.T) {
 		t.Errorf("authenticated pause = %d, audit %+v; want 200 and who=ops", resp.StatusCode, es)
 	}
 }
+
+// BasicAuth with an empty user or password (README's sample with DASH_PASS unset)
+// admits nobody, the empty credentials it was given included.
+func TestBasicAuthWithAnEmptySecretAdmitsNobody(t *testing.T) {
+	for _, want := range [][2]string{{"ops", ""}, {"", "s3cret"}, {"", ""}} {
+		auth := BasicAuth(want[0], want[1])
+		for _, cred := range [][2]string{want, {"ops", "x"}, {"", ""}} {
+			req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+			req.SetBasicAuth(cred[0], cred[1])
+			if who, ok := auth(req); ok {
+				t.Errorf("BasicAuth(%q, %q) admitted %v as %q, want nobody", want[0], want[1], cred, who)
+			}
+		}
+	}
+}
