@@ -299,13 +299,13 @@ if nargs == 8 then
   local worker = string.sub(waiter, t2 + 1)
   local now_us_s = string.format('%d', now_u)
   local token = string.sub(waiter, t1 + 1, t2 - 1) .. '.' .. now_us_s
-  local job = {}
-  for k = 1, m do job[k] = f[k] end
-  job[m + 1] = id; job[m + 2] = '1'; job[m + 3] = '1'; job[m + 4] = now_us_s
+  -- The claim reply's job array is f's first m values then these four (no copy of f:
+  -- the claim's own fields replace them below).
+  f[m + 1] = id; f[m + 2] = '1'; f[m + 3] = '1'; f[m + 4] = now_us_s
   local hand = base .. 'hand:' .. worker
   -- The first write: refused on a full Redis, or a key of the wrong type, with nothing
   -- written.
-  local r = redis.pcall('LPUSH', hand, hand_entry(token, now_us_s, job))
+  local r = redis.pcall('LPUSH', hand, hand_entry(token, now_us_s, f, m + 4))
   if type(r) == 'table' then return r end
   if maxlen > 0 then
     local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen_s, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ ..

@@ -388,16 +388,16 @@ end
 -- "<lease_ms>\t<token prefix>\t<worker>", score its expiry in ms) and hand:<worker> (LIST
 -- of handed jobs, each encoded by hand_entry; enqueue.lua's one-job path hands them).
 
--- hand_entry encodes a claimed job (a claim reply's job array: its hash's fields and
--- values as read before the claim, then ID, attempt, k, start; every value a string,
--- numbers formatted with %d by the caller) for a hand list, after the lease token's prefix
+-- hand_entry encodes a claimed job (job's first n values, as a claim reply's job array:
+-- its hash's fields and values as read before the claim, then ID, attempt, k, start;
+-- every value a string, numbers formatted with %d by the caller) for a hand list, after the lease token's prefix
 -- and now_us (the claim reply's now, a string too): each value as "<length>:<value>", so
 -- a payload may hold any byte. A length up to 64 (every field but a payload over 4 KiB)
 -- comes from the table below and the rest from string.format's %d, and the whole is joined
 -- once: a number concatenated (#v .. ':') is formatted as %.14g (sprintf), and those
 -- formats were the costliest part of a hand-off's script (Redis instructions per hand-off,
 -- under callgrind: 254k with them, 233k with %d, see scripts/enqueue.lua).
-local function hand_entry(token, now_us, job)
+local function hand_entry(token, now_us, job, n_job)
   local lens = {[0] = '0:', '1:', '2:', '3:', '4:', '5:', '6:', '7:', '8:', '9:', '10:', '11:', '12:',
     '13:', '14:', '15:', '16:', '17:', '18:', '19:', '20:', '21:', '22:', '23:', '24:', '25:', '26:',
     '27:', '28:', '29:', '30:', '31:', '32:', '33:', '34:', '35:', '36:', '37:', '38:', '39:', '40:',
@@ -405,7 +405,7 @@ local function hand_entry(token, now_us, job)
     '55:', '56:', '57:', '58:', '59:', '60:', '61:', '62:', '63:', '64:'}
   local parts = {lens[#token] or string.format('%d:', #token), token, lens[#now_us], now_us}
   local n = 4
-  for i = 1, #job do
+  for i = 1, n_job do
     local v = job[i]
     parts[n + 1] = lens[#v] or string.format('%d:', #v)
     parts[n + 2] = v
