@@ -395,8 +395,8 @@ end
 -- a payload may hold any byte. A length up to 64 (every field but a payload over 4 KiB)
 -- comes from the table below and the rest from string.format's %d, and the whole is joined
 -- once: a number concatenated (#v .. ':') is formatted as %.14g (sprintf), and those
--- formats were the costliest part of a hand-off's script (Redis instructions per hand-off,
--- under callgrind: 254k with them, 233k with %d, see scripts/enqueue.lua).
+-- formats were the costliest part of a hand-off's script (under callgrind, 254k Redis
+-- instructions per hand-off with them, 211k with this).
 local function hand_entry(token, now_us, job, n_job)
   local lens = {[0] = '0:', '1:', '2:', '3:', '4:', '5:', '6:', '7:', '8:', '9:', '10:', '11:', '12:',
     '13:', '14:', '15:', '16:', '17:', '18:', '19:', '20:', '21:', '22:', '23:', '24:', '25:', '26:',
