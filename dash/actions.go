@@ -268,6 +268,14 @@ func (h *Handler) cronAction(w http.ResponseWriter, r *http.Request) {
 // with how many failed.
 func (h *Handler) selected(r *http.Request, q string) (int, string, error) {
 	do, ids := r.PostFormValue("do"), r.PostForm["id"]
+	// An ID sent twice is acted on once: its second call would fail on the state the
+	// first left, and report a failure for an action that was done.
+	seen := make(map[string]bool, len(ids))
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
+		dup := seen[id]
+		seen[id] = true
+		return dup
+	})
 	if !slices.Contains(jobActions, do) {
 		return 0, "", fmt.Errorf("form field do %q: want one of %s", do, strings.Join(jobActions, ", "))
 	}

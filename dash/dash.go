@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -230,7 +232,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.URL = &u
 		r = r2
 	}
+	// Without a user, the client's address names who acted: its host, not the ephemeral
+	// port, which says nothing and makes each request of one person look like another's.
 	user := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(user); err == nil {
+		user = host
+	}
 	if h.opts.Authorize != nil {
 		name, ok := h.opts.Authorize(r)
 		if !ok {
@@ -259,12 +266,15 @@ func userOf(r *http.Request) string {
 
 // BasicAuth returns an Options.Authorize that admits requests carrying HTTP basic auth
 // with this user and password. Both are compared in constant time (their SHA-256 sums,
-// so neither's length leaks either).
+// so neither's length leaks either). With an empty user or password it admits nobody:
+// a password read from an unset environment variable must not open the dashboard to
+// anyone who sends an empty one.
 func BasicAuth(user, password string) func(*http.Request) (string, bool) {
 	wantU, wantP := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
+	unset := user == "" || password == ""
 	return func(r *http.Request) (string, bool) {
 		u, p, ok := r.BasicAuth()
-		if !ok {
+		if !ok || unset {
 			return "", false
 		}
 		gotU, gotP := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
@@ -283,6 +293,12 @@ func (h *Handler) action(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if h.opts.ReadOnly {
 			h.fail(w, r, http.StatusForbidden, errors.New("the dashboard is read-only"))
+			return
+		}
+		// Form bodies only, as the pages send: a text/plain or multipart POST (which a
+		// cross-site form can also send) is refused before it acts, whatever its fields.
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+			h.fail(w, r, http.StatusUnsupportedMediaType, errors.New("actions take form bodies (Content-Type: application/x-www-form-urlencoded)"))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)

@@ -57,6 +57,25 @@ func TestE2E(t *testing.T) {
 		eventually(t, "the shown page listens again", func() bool { return listeners(b) == 1 })
 	})
 
+	t.Run("an open page says when it stops updating, and catches up", func(t *testing.T) {
+		b, srv := setupOwnRedis(t, Options{LiveEvery: 50 * time.Millisecond, Timeout: 300 * time.Millisecond})
+		b.enqueue(t, "email", `{}`)
+		p := newPage(t, br)
+		p.Navigate(b.srv.URL + "/")
+		ready := `tr[data-queue="default"] td[data-count="ready"]`
+		p.WaitText(ready, "1")
+		srv.Kill()
+		p.WaitTrue(`(document.querySelector("#stale") || {}).textContent.startsWith("Not updating since ")`)
+		if got := p.Text("#stale"); !strings.Contains(got, "Redis cannot be read") {
+			t.Errorf("banner %q, want it to say Redis cannot be read", got)
+		}
+		// Back (empty: it kept nothing on disk), the next snapshot takes the banner away.
+		if err := srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		p.WaitGone("#stale")
+	})
+
 	t.Run("retry a dead job", func(t *testing.T) {
 		b := setup(t, Options{})
 		id := b.enqueue(t, "resize", `{"w":640}`)

@@ -23,8 +23,14 @@ type eventsData struct {
 	Names  []string      `json:"-"`
 }
 
-var eventNames = []string{"waiting", "enqueued", "scheduled", "started", "done", "retry", "dead", "reaped", "handed_back",
-	"postponed", "cancelled", "requeued", "purged", "deleted", "paused", "resumed"}
+// eventNames are the names the filter takes: every event's (queue.EventNames).
+var eventNames = func() []string {
+	var s []string
+	for _, n := range queue.EventNames {
+		s = append(s, string(n))
+	}
+	return s
+}()
 
 // eventsPage shows the latest events: of one queue (its last 200 stream entries), or of
 // every queue (the last few entries of each, so that 1,000 queues cost one bounded read).

@@ -46,6 +46,17 @@ func TestEventsPage(t *testing.T) {
 	if len(d.Events) != 1 || d.Events[0].ID != ready {
 		t.Errorf("events filtered on enqueued, type EMA = %+v, want the email job's", d.Events)
 	}
+	// Every event name filters, the queue's own events too (limit was once refused).
+	if err := b.client.SetLimit(context.Background(), "default", queue.Limit{Concurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	b.getJSON(t, "/events?queue=default&event=limit", &d)
+	if len(d.Events) != 1 || d.Events[0].Event != "limit" {
+		t.Errorf("events filtered on limit = %+v, want the limit change", d.Events)
+	}
+	for _, n := range queue.EventNames {
+		wantStatus(t, "GET /events?event="+string(n), b.get(t, "/events?event="+string(n)), 200)
+	}
 	for _, p := range []string{"/events?event=bogus", "/events?queue=a%20b", "/events?type=" + strings.Repeat("x", 201)} {
 		wantStatus(t, "GET "+p, b.get(t, p), 400)
 	}

@@ -26,6 +26,11 @@ type jobData struct {
 	CLI          []string   `json:"cli"` // commands that act on this job from a shell
 	// Why says what holds a waiting or running job back, if anything (see whyWaiting).
 	Why []string `json:"why"`
+	// WaitingOn is the limit that holds a ready job back ("" when none: see
+	// queue.JobLimitWait), and WaitingUntil until when at the latest, as `jobs inspect
+	// --json` says.
+	WaitingOn    string     `json:"waiting_on"`
+	WaitingUntil *time.Time `json:"waiting_until,omitempty"`
 	// Dependencies are the jobs it waits or waited for (queue.After), with their state,
 	// the first graphSide of them;
 	// Batch is its batch's state and counts (nil outside a batch, or once the batch
@@ -110,7 +115,16 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		h.failQueue(w, r, err)
 		return
 	}
-	if d.Why, err = h.whyWaiting(ctx, j, det, now); err != nil {
+	lw, err := h.client.LimitWaitOf(ctx, j)
+	if err != nil {
+		h.failQueue(w, r, err)
+		return
+	}
+	if d.WaitingOn = lw.On; !lw.Until.IsZero() {
+		u := lw.Until.UTC()
+		d.WaitingUntil = &u
+	}
+	if d.Why, err = h.whyWaiting(ctx, j, det, lw, now); err != nil {
 		h.failQueue(w, r, err)
 		return
 	}

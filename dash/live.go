@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/printable"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -23,12 +24,14 @@ type liveHub struct {
 
 	mu    sync.Mutex
 	subs  map[chan []byte]struct{}
-	last  []byte // the latest snapshot, sent at once to a new listener
+	last  []byte // the latest frame, sent at once to a new listener
 	on    bool   // the ticking goroutine runs
 	reads int    // snapshots read so far (tests check the sharing)
 }
 
-// subscribe adds a listener; its channel gets each snapshot (a slow one misses some).
+// subscribe adds a listener; its channel gets each frame: an SSE event, "stats" (a
+// snapshot) or "down" (the counts could not be read: the page says its figures are
+// stale), whole. A slow listener misses some.
 func (l *liveHub) subscribe() (chan []byte, func()) {
 	ch := make(chan []byte, 1)
 	l.mu.Lock()
@@ -62,13 +65,11 @@ func (l *liveHub) run() {
 		l.mu.Unlock()
 		snap := l.read()
 		l.mu.Lock()
-		if snap != nil {
-			l.last = snap
-			for ch := range l.subs {
-				select {
-				case ch <- snap:
-				default: // still holds the previous one: it gets this one next tick
-				}
+		l.last = snap
+		for ch := range l.subs {
+			select {
+			case ch <- snap:
+			default: // still holds the previous one: it gets this one next tick
 			}
 		}
 		l.mu.Unlock()
@@ -82,6 +83,14 @@ type liveData struct {
 	At     time.Time          `json:"at"`
 }
 
+// liveDown is the "down" event's data: why the counts could not be read.
+type liveDown struct {
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+}
+
+// read reads one snapshot and returns its frame, or a "down" frame saying why not: a tab
+// must not go on showing its last counts as if they were live.
 func (l *liveHub) read() []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), l.h.opts.Timeout)
 	defer cancel()
@@ -91,13 +100,14 @@ func (l *liveHub) read() []byte {
 	l.mu.Unlock()
 	if err != nil {
 		l.h.opts.Logger.Warn("dash: live counts not read", "err", err)
-		return nil
+		b, _ := json.Marshal(liveDown{Error: printable.Escape(err.Error(), false), At: l.h.hostNow().UTC()})
+		return fmt.Appendf(nil, "event: down\ndata: %s\n\n", b)
 	}
 	if stats == nil {
 		stats = []queue.QueueStats{}
 	}
 	b, _ := json.Marshal(liveData{Queues: stats, At: l.h.hostNow().UTC()})
-	return b
+	return fmt.Appendf(nil, "event: stats\ndata: %s\n\n", b)
 }
 
 // live streams the shared snapshots as server-sent events ("stats"), until the client
@@ -123,7 +133,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case b := <-ch:
-			if _, err := fmt.Fprintf(w, "event: stats\ndata: %s\n\n", b); err != nil {
+			if _, err := w.Write(b); err != nil {
 				return
 			}
 			fl.Flush()

@@ -106,3 +106,56 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 		}
 	}
 }
+
+// nextEvent returns the next event of any name, with its data.
+func (l *liveClient) nextEvent(t *testing.T) (string, string) {
+	t.Helper()
+	event := ""
+	for l.sc.Scan() {
+		line := l.sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+		}
+		if v, ok := strings.CutPrefix(line, "data: "); ok {
+			return event, v
+		}
+	}
+	t.Fatalf("live stream ended: %v", l.sc.Err())
+	return "", ""
+}
+
+// TestLiveSaysWhenRedisIsDown: while Redis cannot be read the stream says so ("down",
+// with the error), so an open overview does not go on showing its last counts as live;
+// once Redis is back, snapshots flow again. Before, the stream just went quiet.
+func TestLiveSaysWhenRedisIsDown(t *testing.T) {
+	b, srv := setupOwnRedis(t, Options{LiveEvery: 50 * time.Millisecond, Timeout: 300 * time.Millisecond})
+	tab := openLive(t, b)
+	if ev, _ := tab.nextEvent(t); ev != "stats" {
+		t.Fatalf("first event %q, want stats", ev)
+	}
+	srv.Kill()
+	var down liveDown
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		ev, data := tab.nextEvent(t)
+		if ev == "down" {
+			if err := json.Unmarshal([]byte(data), &down); err != nil || down.Error == "" || down.At.IsZero() {
+				t.Fatalf("down event %s (%v), want its error and time", data, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no down event within 5s of Redis going away")
+		}
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if ev, _ := tab.nextEvent(t); ev == "stats" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no stats event within 10s of Redis coming back")
+		}
+	}
+}

@@ -49,6 +49,32 @@ func setup(t *testing.T, opts Options) *bundle {
 	return &bundle{client: c, h: h, srv: srv}
 }
 
+// setupOwnRedis is setup over a redis-server of the test's own, which it may kill and
+// restart (Redis going away under an open page).
+func setupOwnRedis(t *testing.T, opts Options) (*bundle, *redistest.Server) {
+	t.Helper()
+	t.Parallel()
+	srv, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	c, err := queue.NewClient(srv.Client(t), queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	h, err := New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return &bundle{client: c, h: h, srv: hs}, srv
+}
+
 // testLogger writes the dashboard's log lines to the test's log (go test -v shows them)
 // until the test ends; lines logged after it (a background read finishing late) are
 // dropped rather than logged to a finished test.

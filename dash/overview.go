@@ -217,8 +217,12 @@ func stuck(s queue.QueueStats, now time.Time) []string {
 // limited says which of its limits holds a queue's ready jobs back, and until when.
 func limited(s queue.QueueStats, now time.Time) string {
 	msg := "limited: its " + string(s.WaitingOn) + " limit is reached"
-	if s.WaitingOn == queue.ConcurrencyLimit {
+	switch s.WaitingOn {
+	case queue.ConcurrencyLimit:
 		msg = "limited: as many of its jobs run as its concurrency limit allows"
+	case queue.KeyWait:
+		msg = "limited: each of its limit keys with jobs ready waits on its own limits (key concurrency, " +
+			"key rate or a handler's pause: jobs limit ls)"
 	}
 	if s.WaitingUntil.IsZero() {
 		return msg

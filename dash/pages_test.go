@@ -123,6 +123,15 @@ func TestQueuePageStatesAndJSON(t *testing.T) {
 	b := setup(t, Options{})
 	ready := b.enqueue(t, "email", `{"n":1}`)
 	sched := b.enqueue(t, "later", "x", queue.Delay(time.Hour))
+	b.enqueue(t, "after", "x", queue.AfterJob("default", sched))
+	b.enqueue(t, "after", "y", queue.AfterJob("default", sched))
+	// Each tab counts its own state: the waiting tab once showed the done count.
+	r := b.get(t, "/queues/default")
+	for _, want := range []string{`data-count="waiting">2<`, `data-count="done">0<`, `data-count="ready">1<`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("queue page lacks %s", want)
+		}
+	}
 	for _, tc := range []struct {
 		state, want, notWant string
 	}{

@@ -227,3 +227,44 @@ func TestBasicAuth(t *testing.T) {
 		t.Errorf("authenticated pause = %d, audit %+v; want 200 and who=ops", resp.StatusCode, es)
 	}
 }
+
+// BasicAuth with an empty user or password (README's sample with DASH_PASS unset)
+// admits nobody, the empty credentials it was given included.
+func TestBasicAuthWithAnEmptySecretAdmitsNobody(t *testing.T) {
+	for _, want := range [][2]string{{"ops", ""}, {"", "s3cret"}, {"", ""}} {
+		auth := BasicAuth(want[0], want[1])
+		for _, cred := range [][2]string{want, {"ops", "x"}, {"", ""}} {
+			req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+			req.SetBasicAuth(cred[0], cred[1])
+			if who, ok := auth(req); ok {
+				t.Errorf("BasicAuth(%q, %q) admitted %v as %q, want nobody", want[0], want[1], cred, who)
+			}
+		}
+	}
+}
+
+// Actions take form bodies only, as README says: a text/plain or multipart POST, which
+// carried no fields an action needs (pause needs none), paused the queue all the same.
+func TestActionsTakeFormBodiesOnly(t *testing.T) {
+	b := setup(t, Options{})
+	b.enqueue(t, "t", "x")
+	for _, ct := range []string{"text/plain", "multipart/form-data; boundary=x", "application/json", ""} {
+		req, _ := http.NewRequest("POST", b.srv.URL+"/queues/default/pause", strings.NewReader("do=retry"))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("POST pause with Content-Type %q = %d, want 415", ct, resp.StatusCode)
+		}
+	}
+	st, err := b.client.StatsOf(context.Background(), "default")
+	if err != nil || st[0].Paused {
+		t.Errorf("queue paused = %v (%v) after refused posts, want not paused", st[0].Paused, err)
+	}
+	wantStatus(t, "POST pause as a form", b.post(t, "/queues/default/pause", nil), http.StatusSeeOther)
+}

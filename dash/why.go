@@ -12,9 +12,9 @@ import (
 // whyWaiting answers "why is this job not moving?" for a job that waits or runs, from
 // what Redis holds now: its due time, its queue's pause, the live workers (whether any
 // claims from its queue and has a handler for its type), its exclusive lock, an expired
-// lease not yet reaped, a limit of its queue, and a Redis that refuses writes. now is
-// Redis's time. Empty when nothing holds it back.
-func (h *Handler) whyWaiting(ctx context.Context, j *queue.Job, det *queue.Detail, now time.Time) ([]string, error) {
+// lease not yet reaped, a limit of its queue or of its limit key (lw), and a Redis that
+// refuses writes. now is Redis's time. Empty when nothing holds it back.
+func (h *Handler) whyWaiting(ctx context.Context, j *queue.Job, det *queue.Detail, lw queue.JobLimitWait, now time.Time) ([]string, error) {
 	switch j.State {
 	case queue.StateReady, queue.StateScheduled, queue.StateRetry, queue.StateActive:
 	default:
@@ -38,8 +38,15 @@ func (h *Handler) whyWaiting(ctx context.Context, j *queue.Job, det *queue.Detai
 	if st[0].Paused {
 		why = append(why, "its queue is paused")
 	}
-	if j.State == queue.StateReady && st[0].WaitingOn != "" {
-		why = append(why, limited(st[0], now))
+	if lw.On != "" {
+		msg := "held back by " + lw.Desc
+		if !lw.Until.IsZero() {
+			msg += " until " + lw.Until.UTC().Format("2006-01-02 15:04:05.000Z")
+			if d := lw.Until.Sub(now); d > 0 {
+				msg += " (in " + roundDur(d) + ")"
+			}
+		}
+		why = append(why, msg)
 	}
 	ps, err := h.client.Processes(ctx)
 	if err != nil {

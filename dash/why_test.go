@@ -22,12 +22,15 @@ import (
 // which, and until when, on the overview, the queue page and the waiting job's page.
 func TestWhyLimited(t *testing.T) {
 	for _, tc := range []struct {
-		kind  queue.LimitKind
-		limit queue.Limit
-		want  string
+		kind    queue.LimitKind
+		limit   queue.Limit
+		want    string
+		jobWant string // on the waiting job's page: as jobs inspect says it
 	}{
-		{queue.ConcurrencyLimit, queue.Limit{Concurrency: 1}, "limited: as many of its jobs run as its concurrency limit allows; the next may start at "},
-		{queue.RateLimit, queue.Limit{Rate: 1, Period: time.Hour}, "limited: its rate limit is reached; the next may start at "},
+		{queue.ConcurrencyLimit, queue.Limit{Concurrency: 1}, "limited: as many of its jobs run as its concurrency limit allows; the next may start at ",
+			"held back by the queue's concurrency limit (concurrency 1, 1 running) until "},
+		{queue.RateLimit, queue.Limit{Rate: 1, Period: time.Hour}, "limited: its rate limit is reached; the next may start at ",
+			"held back by the queue's rate limit (rate 1/1h0m0s burst 1, 1 running) until "},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			b := setup(t, Options{})
@@ -58,11 +61,12 @@ func TestWhyLimited(t *testing.T) {
 				t.Errorf("queue page: stuck = %q, want %q", l.Stuck, tc.want)
 			}
 			var j struct {
-				Why []string `json:"why"`
+				Why       []string `json:"why"`
+				WaitingOn string   `json:"waiting_on"`
 			}
 			b.getJSON(t, "/jobs/"+waiting+"?queue=default", &j)
-			if !strings.Contains(strings.Join(j.Why, "|"), tc.want) {
-				t.Errorf("job page: why = %q, want %q", j.Why, tc.want)
+			if !strings.Contains(strings.Join(j.Why, "|"), tc.jobWant) || j.WaitingOn != string(tc.kind) {
+				t.Errorf("job page: why = %q, waiting_on %q; want %q, %s", j.Why, j.WaitingOn, tc.jobWant, tc.kind)
 			}
 			// One reason per list item on the overview.
 			page := b.get(t, "/")
@@ -77,6 +81,36 @@ func TestWhyLimited(t *testing.T) {
 				t.Errorf("after RemoveLimit, stuck = %q, want no limit named", o.Stuck["default"])
 			}
 		})
+	}
+}
+
+// TestWhyKeyLimited: a job held back by its limit key's limit says so on its page, with
+// the key (as `jobs inspect` does), and its JSON names the limit.
+func TestWhyKeyLimited(t *testing.T) {
+	b := setup(t, Options{})
+	ctx := context.Background()
+	if err := b.client.SetLimit(ctx, "default", queue.Limit{KeyConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, "t", "1", queue.LimitKey("cust:1"))
+	waiting := b.enqueue(t, "t", "2", queue.LimitKey("cust:1"))
+	if jobs, err := brokerOf(b).Claim(ctx, "default", 5, time.Minute, "w1"); err != nil || len(jobs) != 1 {
+		t.Fatalf("Claim() = %v, %v; want the key's first job", jobs, err)
+	}
+	var j struct {
+		Why          []string  `json:"why"`
+		WaitingOn    string    `json:"waiting_on"`
+		WaitingUntil time.Time `json:"waiting_until"`
+	}
+	b.getJSON(t, "/jobs/"+waiting+"?queue=default", &j)
+	want := `held back by its limit key "cust:1" (key concurrency, 1 running) until `
+	if !strings.Contains(strings.Join(j.Why, "|"), want) || j.WaitingOn != "key concurrency" ||
+		time.Until(j.WaitingUntil) < 50*time.Second {
+		t.Errorf("job page: why %q, waiting_on %q until %v; want %q, key concurrency, about the lease away",
+			j.Why, j.WaitingOn, j.WaitingUntil, want)
+	}
+	if page := b.get(t, "/jobs/"+waiting+"?queue=default"); !strings.Contains(page.body, `data-field="limit-key">cust:1<`) {
+		t.Errorf("job page does not show the limit key:\n%s", page.body)
 	}
 }
 

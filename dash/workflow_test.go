@@ -77,7 +77,11 @@ func TestBatchPage(t *testing.T) {
 	if r := b.get(t, "/jobs/"+ref.ID+".1?queue=default"); !strings.Contains(r.body, `href="/batches/`+ref.ID+`?queue=default"`) {
 		t.Errorf("child's page does not link its batch:\n%s", r.body)
 	}
-	wantStatus(t, "GET /batches/unknown", b.get(t, "/batches/nosuchbatch"), 404)
+	r = b.get(t, "/batches/nosuchbatch")
+	wantStatus(t, "GET /batches/unknown", r, 404)
+	if !strings.Contains(r.body, "batch nosuchbatch not found") {
+		t.Errorf("GET /batches/unknown says %.300s, want the batch named as not found", r.body)
+	}
 	wantStatus(t, "GET /batches/ID in another queue", b.get(t, "/batches/"+ref.ID+"?queue=other"), 404)
 	wantStatus(t, "GET /batches/ID?queue=bad name", b.get(t, "/batches/"+ref.ID+"?queue=a%20b"), 400)
 	for _, h := range hostile {

@@ -250,8 +250,12 @@ func orDefault[T int | int64](v, def T) any {
 }
 
 // readEnqueueReply fills in the results of the jobs of one enqueue.lua call from its reply:
-// a string with one code per job, then the ID of each holder of a unique key.
+// a string with one code per job, then the ID of each holder of a unique key; or, from the
+// script's one-job path, the integer 1 (its one job enqueued).
 func readEnqueueReply(cmd *redis.Cmd, results []BatchResult, owners []int) error {
+	if n, err := cmd.Int64(); err == nil && n == 1 && len(owners) == 1 {
+		return nil
+	}
 	reply, err := cmd.Slice()
 	if err != nil {
 		return err

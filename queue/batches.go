@@ -111,7 +111,7 @@ func (c *Client) NewBatch(ctx context.Context, o BatchOptions, jobs []BatchJob) 
 		if cb.cb == nil {
 			continue
 		}
-		if err := validateType(cb.cb.Type); err != nil {
+		if err := ValidateType(cb.cb.Type); err != nil {
 			return ref, nil, fmt.Errorf("%s callback: %w", cb.kind, err)
 		}
 		if len(cb.cb.Payload) > c.cfg.MaxPayload {
@@ -205,7 +205,7 @@ func (c *Client) batchCall(ctx context.Context, ref BatchRef, mode string, cbs [
 		}
 		switch {
 		case st == "missing":
-			return fmt.Errorf("batch %s: %w", ref, ErrNotFound)
+			return batchNotFound(ref.String())
 		case len(st) > 6 && st[:6] == "ended:":
 			return fmt.Errorf("batch %s: %w: it has %s", ref, ErrState, st[6:])
 		case len(st) > 7 && st[:7] == "exists:":
@@ -233,7 +233,7 @@ func (c *Client) BatchStatus(ctx context.Context, ref BatchRef) (*BatchStatus, e
 	}
 	f := h.Val()
 	if len(f) == 0 {
-		return nil, fmt.Errorf("batch %s: %w", ref, ErrNotFound)
+		return nil, batchNotFound(ref.String())
 	}
 	num := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
 	s := &BatchStatus{ID: ref.ID, Queue: ref.Queue, State: f["state"], Total: num("total"), Pending: n.Val(),
@@ -269,5 +269,17 @@ func (c *Client) FindBatch(ctx context.Context, id string) (*BatchStatus, error)
 			return c.BatchStatus(ctx, BatchRef{Queue: q, ID: id})
 		}
 	}
-	return nil, fmt.Errorf("batch %s: %w", id, ErrNotFound)
+	return nil, batchNotFound(id)
 }
+
+// batchNotFound is ErrNotFound for a batch, saying so: "job not found" named the wrong thing.
+func batchNotFound(batch string) error { return notFoundError("batch " + batch) }
+
+// notFoundError is ErrNotFound (errors.Is) for something other than a job.
+type notFoundError string
+
+func (e notFoundError) Error() string {
+	return "queue: " + string(e) + " not found (never made, or its retention ran out)"
+}
+
+func (e notFoundError) Is(target error) bool { return target == ErrNotFound }

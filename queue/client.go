@@ -311,7 +311,7 @@ func (c *Client) check(job BatchJob) (options, error) {
 	if err != nil {
 		return o, err
 	}
-	if err := validateType(job.Type); err != nil {
+	if err := ValidateType(job.Type); err != nil {
 		return o, err
 	}
 	if len(job.Payload) > c.cfg.MaxPayload {

@@ -40,9 +40,14 @@ const (
 	EventPurged     EventName = "purged"      // an operator deleted jobs (Purge): one event per batch of up to 1000, ID empty, Error says how many
 	EventDeleted    EventName = "deleted"     // an operator deleted this one job (Delete)
 	EventPaused     EventName = "paused"      // the queue was paused (ID empty)
-	EventResumed    EventName = "resumed"     // the queue was resumed (ID empty)
+	EventResumed    EventName = "resumed"     // the queue was resumed (ID empty), or a limit key a handler paused (Error: "limit key K")
 	EventLimit      EventName = "limit"       // the queue's limits changed (ID empty; Error says the limits now, "" when none is left)
 )
+
+// EventNames lists every event name, in the order of a job's life, then the queue's.
+var EventNames = []EventName{EventWaiting, EventEnqueued, EventScheduled, EventStarted, EventDone, EventRetry,
+	EventDead, EventReaped, EventHandedBack, EventPostponed, EventCancelled, EventRequeued, EventPurged,
+	EventDeleted, EventPaused, EventResumed, EventLimit}
 
 // Event is one entry of a queue's event stream (`jobs:{queue}:events`).
 type Event struct {

@@ -41,6 +41,6 @@ func FuzzOptions(f *testing.F) {
 		if err == nil && ValidateQueue(o.queue) != nil {
 			t.Fatalf("resolve accepted queue %q", o.queue)
 		}
-		_ = validateType(typ)
+		_ = ValidateType(typ)
 	})
 }

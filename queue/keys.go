@@ -65,6 +65,9 @@ func (q queueKeys) job(id string) string { return q.jobPrefix + id }
 // kready is the LIST of limit key k's ready jobs: keyed jobs wait there, not in ready.
 func (q queueKeys) kready(k string) string { return q.base + "kready:" + k }
 
+// kpause is the STRING present while a handler's pause of limit key k lasts.
+func (q queueKeys) kpause(k string) string { return q.base + "kpause:" + k }
+
 // hand is the LIST of the jobs handed to worker (handoff.go).
 func (q queueKeys) hand(worker string) string { return q.base + "hand:" + worker }
 

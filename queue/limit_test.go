@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +237,47 @@ func TestParseRate(t *testing.T) {
 		case err != nil || n != tc.n || p != tc.period:
 			t.Errorf("ParseRate(%q) = %d, %v, %v; want %d, %v", tc.in, n, p, err, tc.n, tc.period)
 		}
+	}
+}
+
+// A limit event says what the limits are now in a line that does not grow with the keys
+// that have limits of their own: each change once wrote every key's limits (and the
+// hash's internal flags), so a thousand SetKeyLimit calls filled Redis with events.
+func TestLimitEventStaysShort(t *testing.T) {
+	c := setup(t, Config{})
+	last := func() string {
+		t.Helper()
+		evs, err := c.RecentEvents(ctx, []string{"default"}, 1)
+		if err != nil || len(evs) != 1 || evs[0].Name != EventLimit {
+			t.Fatalf("RecentEvents() = %+v, %v; want the limit event", evs, err)
+		}
+		return evs[0].Error
+	}
+	if err := c.SetLimit(ctx, "default", Limit{Concurrency: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if got := last(); got != "concurrency 3" {
+		t.Errorf("event after SetLimit(concurrency 3) = %q, want %q", got, "concurrency 3")
+	}
+	if err := c.SetLimit(ctx, "default", Limit{KeyConcurrency: 2, KeyRate: 5, KeyPeriod: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := last(), "concurrency 3, every key concurrency 2 rate 5/1000ms burst 1"; got != want {
+		t.Errorf("event after the keys' default = %q, want %q", got, want)
+	}
+	for i := range 300 {
+		if err := c.SetKeyLimit(ctx, "default", Limit{KeyConcurrency: 1}, fmt.Sprintf("customer:%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "concurrency 3, every key concurrency 2 rate 5/1000ms burst 1, 300 keys with limits of their own, key customer:299 concurrency 1"
+	if got := last(); got != want {
+		t.Errorf("event after 300 keys' own limits = %q, want %q", got, want)
+	}
+	if err := c.RemoveKeyLimit(ctx, "default", "customer:7"); err != nil {
+		t.Fatal(err)
+	}
+	if got := last(); !strings.HasSuffix(got, "299 keys with limits of their own, key customer:7 back to the default") {
+		t.Errorf("event after a key's own limits were removed = %q", got)
 	}
 }

@@ -138,3 +138,44 @@ func (s LimitStatus) KeysHeldUntil() time.Time {
 	}
 	return time.Time{}
 }
+
+// JobLimitWait says which limit holds a ready job back now, and until when at the latest.
+type JobLimitWait struct {
+	// On is the limit: "concurrency" or "rate" (the queue's), "key concurrency", "key
+	// rate" or "key pause" (its limit key's); "" when none holds it back.
+	On string
+	// Desc says it in a sentence, e.g. `the queue's concurrency limit (concurrency 2, 2
+	// running)` or `its limit key "cust-1" (key pause, 0 running)`.
+	Desc string
+	// Until is when the limit lets it go at the latest (its queue's next slot or token,
+	// or when the claims serve its key next).
+	Until time.Time
+}
+
+// LimitWaitOf says which limit holds job back, if it is ready and one does (`jobs
+// inspect`, the dashboard's job page): its queue's first, then its limit key's.
+func (c *Client) LimitWaitOf(ctx context.Context, job *Job) (JobLimitWait, error) {
+	if job.State != StateReady {
+		return JobLimitWait{}, nil
+	}
+	var keys []string
+	if job.LimitKey != "" {
+		keys = []string{job.LimitKey}
+	}
+	s, err := c.KeyLimits(ctx, job.Queue, keys...)
+	if err != nil {
+		return JobLimitWait{}, err
+	}
+	if w := s.Waiting(); w != "" {
+		return JobLimitWait{string(w), fmt.Sprintf("the queue's %s limit (%s, %d running)", w, s.Limit, s.Running), s.Until()}, nil
+	}
+	for _, k := range s.Keys {
+		if k.Key != job.LimitKey || job.LimitKey == "" {
+			continue
+		}
+		if why, until := k.Waiting(s.At); why != "" {
+			return JobLimitWait{why, fmt.Sprintf("its limit key %q (%s, %d running)", k.Key, why, k.Running), until}, nil
+		}
+	}
+	return JobLimitWait{}, nil
+}

@@ -277,7 +277,9 @@ func validateID(id string) error {
 	return printable("job ID", id)
 }
 
-func validateType(typ string) error {
+// ValidateType reports whether typ is usable as a job type: 1-128 bytes of printable
+// UTF-8, no whitespace.
+func ValidateType(typ string) error {
 	if typ == "" || len(typ) > 128 {
 		return invalid("job type %q must be 1-128 characters", typ)
 	}

@@ -53,6 +53,9 @@
 --          holder. A fresh ID whose hash exists can only be this very call sent again (go-redis
 --          resends a command whose reply was lost): it is reported '1', already enqueued;
 --          so is a caller-chosen ID whose hash holds this call's nonce.
+--          The one-job path (the 8-value ARGV) replies 1, the integer, for its job's '1': an
+--          array costs Redis several times more to reply than the commands' own work on that
+--          path, and its one job cannot be a duplicate (its ID is generated) or unique.
 --          Nothing is written for a job that is not new. An error reply (WRONGTYPE when a list
 --          or set of the queue holds another type, OOM), writing nothing at all.
 -- Hand-off a one-job call (the short ARGV) that finds ready empty, on a queue not
@@ -76,26 +79,24 @@
 --          a refused call writes no event either.
 
 -- id_ms is the time (ms) a generated ID starts with: its first 10 characters, Crockford
--- base32 (ULID), or nil when they are not that. By arithmetic on the bytes: a table of
--- the alphabet would be made on every call.
+-- base32 (ULID), or nil when they are not that. By arithmetic on the bytes, all ten read
+-- by one string.byte call (a call per byte cost the busy path more than its HSET): a
+-- table of the alphabet would be made on every call.
+local function b32(c)
+  if c >= 48 and c <= 57 then return c - 48 end
+  if c < 65 or c > 90 or c == 73 or c == 76 or c == 79 or c == 85 then return nil end
+  -- A is 10; I, L, O and U are not in the alphabet.
+  if c > 85 then return c - 59 elseif c > 79 then return c - 58 elseif c > 76 then return c - 57
+  elseif c > 73 then return c - 56 end
+  return c - 55
+end
 local function id_ms(id)
   if #id ~= 26 then return nil end
-  local ms = 0
-  for k = 1, 10 do
-    local c = string.byte(id, k)
-    local v
-    if c >= 48 and c <= 57 then
-      v = c - 48
-    elseif c >= 65 and c <= 90 and c ~= 73 and c ~= 76 and c ~= 79 and c ~= 85 then
-      -- A is 10; I, L, O and U are not in the alphabet.
-      v = c - 55
-      if c > 85 then v = v - 4 elseif c > 79 then v = v - 3 elseif c > 76 then v = v - 2 elseif c > 73 then v = v - 1 end
-    else
-      return nil
-    end
-    ms = ms * 32 + v
-  end
-  return ms
+  local c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 = string.byte(id, 1, 10)
+  local v1, v2, v3, v4, v5 = b32(c1), b32(c2), b32(c3), b32(c4), b32(c5)
+  local v6, v7, v8, v9, v10 = b32(c6), b32(c7), b32(c8), b32(c9), b32(c10)
+  if not (v1 and v2 and v3 and v4 and v5 and v6 and v7 and v8 and v9 and v10) then return nil end
+  return ((((((((v1 * 32 + v2) * 32 + v3) * 32 + v4) * 32 + v5) * 32 + v6) * 32 + v7) * 32 + v8) * 32 + v9) * 32 + v10
 end
 
 -- The busy path: the one-job path (the 8-value ARGV) with max_retry and timeout_ms at
@@ -113,9 +114,11 @@ if #ARGV == 8 and ARGV[5] == '' and ARGV[6] == '' and #ARGV[8] <= 128 then
   local base = string.sub(prefix, 1, -5)
   -- The one-job path's EXISTS (see there): 5 or more, this call resent; 1 to 4, busy.
   busy_n = redis.call('EXISTS', key, key, key, key, key, ready, base .. 'paused', base .. 'limit', base .. 'keys')
-  if busy_n >= 5 then return {'1'} end
+  if busy_n >= 5 then return 1 end
   if busy_n > 0 then
-    local wakes, events, maxlen, typ, payload = KEYS[3], KEYS[4], tonumber(ARGV[3]), ARGV[4], ARGV[8]
+    -- Arguments go to redis.call as the strings they came in: a Lua number is formatted
+    -- anew by every call (snprintf %.17g, more instructions than the LPUSH it goes with).
+    local wakes, events, maxlen, typ, payload = KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[8]
     local r = redis.pcall('LPUSH', ready, id)
     if type(r) == 'table' then return r end
     r = redis.pcall('LPUSH', wakes, 'r')
@@ -124,7 +127,7 @@ if #ARGV == 8 and ARGV[5] == '' and ARGV[6] == '' and #ARGV[8] <= 128 then
       return r
     end
     local now
-    if maxlen > 0 then
+    if tonumber(maxlen) > 0 then
       local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ .. '\t0\t\t')
       if type(e) == 'table' then
         redis.call('LTRIM', ready, 1, -1)
@@ -136,7 +139,7 @@ if #ARGV == 8 and ARGV[5] == '' and ARGV[6] == '' and #ARGV[8] <= 128 then
       local t = redis.call('TIME')
       now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    if r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+    if r > 192 then redis.call('LTRIM', wakes, '0', '127') end
     local t = id_ms(id)
     local size = #payload
     if t and t <= now and t >= now - 1000 then -- created_at is the ID's time
@@ -152,7 +155,7 @@ if #ARGV == 8 and ARGV[5] == '' and ARGV[6] == '' and #ARGV[8] <= 128 then
       redis.call('HSET', key, 'type', typ, 'state', 'ready', 'created_at', now, 'payload', string.sub(payload, 1, 64),
         'payload+1', string.sub(payload, 65))
     end
-    return {'1'}
+    return 1
   end
 end
 
@@ -160,6 +163,7 @@ end
 
 local ready, scheduled, wakes, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local prefix, nonce, maxlen = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local maxlen_s = ARGV[3] -- for XADD as given (see the busy path)
 local now_u, now = now_us()
 local nargs = #ARGV
 
@@ -223,14 +227,14 @@ if nargs == 8 then
   -- for hand-offs), the queue is paused, has limits or keyed jobs (they keep the claim's
   -- checks).
   local n = busy_n or redis.call('EXISTS', key, key, key, key, key, ready, base .. 'paused', base .. 'limit', base .. 'keys')
-  if n >= 5 then return {'1'} end
+  if n >= 5 then return 1 end
   local waiter, lapsed = nil, false
   if n == 0 then
     -- The live waiter registered last (ZRANGE's last: the one whose wait ends last),
     -- read, not popped: the call's first write must be one that Redis at maxmemory
     -- refuses (it refuses only a script's first), so the waiter is taken out after it.
     -- When even the last has expired, every registration has: the set goes.
-    local w = redis.call('ZRANGE', base .. 'waiters', -1, -1, 'WITHSCORES')
+    local w = redis.call('ZRANGE', base .. 'waiters', '-1', '-1', 'WITHSCORES')
     if w[1] then
       if tonumber(w[2]) < now then lapsed = true else waiter = w[1] end
     end
@@ -248,14 +252,14 @@ if nargs == 8 then
       return r
     end
     if maxlen > 0 then
-      local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ .. '\t0\t\t')
+      local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen_s, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ .. '\t0\t\t')
       if type(e) == 'table' then
         redis.call('LTRIM', ready, 1, -1)
         redis.call('LTRIM', wakes, 1, -1)
         return e
       end
     end
-    if r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+    if r > 192 then redis.call('LTRIM', wakes, '0', '127') end
     -- The defaults, a payload of at most two pieces and created_at from the ID: no table.
     if ARGV[5] == '' and ARGV[6] == '' and size <= 128 and not created then
       if size <= 64 then
@@ -264,7 +268,7 @@ if nargs == 8 then
         redis.call('HSET', key, 'type', typ, 'state', 'ready', 'payload', string.sub(payload, 1, 64),
           'payload+1', string.sub(payload, 65))
       end
-      return {'1'}
+      return 1
     end
   end
   -- The job's hash: type, max_retry and timeout_ms unless at their defaults, state,
@@ -276,11 +280,11 @@ if nargs == 8 then
   f[m + 1] = 'state'; f[m + 2] = 'ready'
   local state_at = m + 2
   m = m + 2
-  if created then f[m + 1] = 'created_at'; f[m + 2] = now; m = m + 2 end
+  if created then f[m + 1] = 'created_at'; f[m + 2] = string.format('%d', now); m = m + 2 end
   m = add_payload(f, m, payload, {})
   if not waiter then
     redis.call('HSET', key, unpack(f, 1, m))
-    return {'1'}
+    return 1
   end
   -- The hand-off: the job is claimed for the waiter as its claim of one would claim it
   -- (claim_jobs: attempt 1, state active, started_at, worker, the lease token
@@ -293,17 +297,18 @@ if nargs == 8 then
   local t2 = string.find(waiter, '\t', t1 + 1, true)
   local lease_ms = string.sub(waiter, 1, t1 - 1)
   local worker = string.sub(waiter, t2 + 1)
-  local token = string.sub(waiter, t1 + 1, t2 - 1) .. '.' .. string.format('%d', now_u)
-  local job = {}
-  for k = 1, m do job[k] = f[k] end
-  job[m + 1] = id; job[m + 2] = 1; job[m + 3] = 1; job[m + 4] = now_u
+  local now_us_s = string.format('%d', now_u)
+  local token = string.sub(waiter, t1 + 1, t2 - 1) .. '.' .. now_us_s
+  -- The claim reply's job array is f's first m values then these four (no copy of f:
+  -- the claim's own fields replace them below).
+  f[m + 1] = id; f[m + 2] = '1'; f[m + 3] = '1'; f[m + 4] = now_us_s
   local hand = base .. 'hand:' .. worker
   -- The first write: refused on a full Redis, or a key of the wrong type, with nothing
   -- written.
-  local r = redis.pcall('LPUSH', hand, hand_entry(token, now_u, job))
+  local r = redis.pcall('LPUSH', hand, hand_entry(token, now_us_s, f, m + 4))
   if type(r) == 'table' then return r end
   if maxlen > 0 then
-    local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ ..
+    local e = redis.pcall('XADD', events, 'MAXLEN', '~', maxlen_s, '*', 'event', 'enqueued\t' .. id .. '\t' .. typ ..
       '\t0\t\t\nstarted\t' .. id .. '\t' .. typ .. '\t1\t' .. worker .. '\t')
     if type(e) == 'table' then
       redis.call('LTRIM', hand, 1, -1)
@@ -319,7 +324,7 @@ if nargs == 8 then
   f[m + 7] = 'lease'; f[m + 8] = token .. ':1'
   redis.call('HSET', key, unpack(f, 1, m + 8))
   redis.call('ZADD', base .. 'active', string.format('%d', now + tonumber(lease_ms)), id)
-  return {'1'}
+  return 1
 end
 
 -- Pass 1 decides every job's outcome with reads only; pass 2 writes. Scripts are not
@@ -537,7 +542,7 @@ if maxlen > 0 and (n_ready > 0 or due or waiting) then
 end
 -- Tokens pile up only while no worker waits: trim them back to 128 once past 192, so an
 -- enqueue seldom pays for the trim.
-if r and r > 192 then redis.call('LTRIM', wakes, 0, 127) end
+if r and r > 192 then redis.call('LTRIM', wakes, '0', '127') end
 
 -- The job hashes. A hash whose values are all <= 64 bytes stays in Redis's compact
 -- listpack encoding (hash-max-listpack-value), about half the memory of the hashtable

@@ -25,9 +25,10 @@
 --                               limit key K pauses K for delay_ms instead: the job goes
 --                               back to the head of K's list (jobs:{q}:kready:K, claimed
 --                               first when K runs again), K to jobs:{q}:keys at now+delay,
---                               and jobs:{q}:kpause:K (STRING, PX delay_ms) keeps a job of
---                               K ending from bringing K forward (key_freed); "": a plain
---                               hand back
+--                               and jobs:{q}:kpause:K (STRING: the job's ID, PX delay_ms)
+--                               keeps a job of K ending from bringing K forward
+--                               (key_freed); "": a plain hand back (of a job of a key
+--                               paused so, right behind the paused job: behind_paused)
 -- ARGV[6]  reason               stored as last_error when not empty (postpone only)
 -- ARGV[7]  events_max           the events stream keeps about this many entries, each one
 --                               call's events (<= 0: none)
@@ -50,6 +51,22 @@ local pause_key = ARGV[5] == 'k'
 local maxlen = tonumber(ARGV[7])
 local ev = event_buf(events, maxlen)
 local now = nil
+
+-- behind_paused keeps the job a handler paused its key with (PauseKey: kpause:K holds its
+-- ID) first in K's list, as PauseKey promises: a job of K handed back during the pause,
+-- one claimed ahead before the pause began, goes right behind it instead of before it.
+-- The paused job is then the list's last but one: two LSETs at the list's end, O(1).
+local function behind_paused(lkey, id)
+  local base = key_base(prefix)
+  local paused = redis.call('GET', base .. 'kpause:' .. lkey)
+  if not paused or paused == id then return end
+  local list = base .. 'kready:' .. lkey
+  if redis.call('LINDEX', list, -2) == paused then
+    redis.call('LSET', list, -2, id)
+    redis.call('LSET', list, -1, paused)
+  end
+end
+
 local out, n, freed, track = {}, 0, 0, {limit = KEYS[7]}
 for i = 8, #ARGV, 2 do
   local id = ARGV[i]
@@ -88,7 +105,7 @@ for i = 8, #ARGV, 2 do
         local base = key_base(prefix)
         redis.call('HSET', key, 'state', 'ready', 'lease', ended)
         push_ready(ready, prefix, id, job[6], true, now)
-        redis.call('SET', base .. 'kpause:' .. job[6], '1', 'PX', delay)
+        redis.call('SET', base .. 'kpause:' .. job[6], id, 'PX', delay)
         redis.call('ZADD', base .. 'keys', (now + delay) * 1000, job[6])
       elseif delay > 0 then
         local run_at = now + delay
@@ -97,6 +114,7 @@ for i = 8, #ARGV, 2 do
       else
         redis.call('HSET', key, 'state', 'ready', 'lease', ended)
         push_ready(ready, prefix, id, job[6], true, now or now_ms())
+        if job[6] then behind_paused(job[6], id) end
       end
       -- The attempt in the event is the one given back (the hash's is one less now).
       if postpone then

@@ -8,13 +8,15 @@
 --                               us; written by claims); key (the default limits of every
 --                               limit key) and key:<K> (a key's own), see ARGV[12..]
 -- KEYS[2]  jobs:{q}:events      STREAM one 'limit' entry per call that changed something,
---                               its error field the limits now ("" when none is left)
+--                               its error field the limits now ("" when none is left):
+--                               the queue's, the keys' default, how many keys have their
+--                               own, and those of the keys named (ARGV[12..], 10 at most)
 -- KEYS[3]  jobs:{q}:active      ZSET  job ID -> lease deadline (ms), read when the field
 --                               ktrack flips (below)
 -- Keys     named from KEYS[1] ("jobs:{q}:", see the lib's keyed jobs), when ktrack flips:
 --          jobs:{q}:job:<id> (read: limit_key) of each job in active, jobs:{q}:kactive:K
---          of their keys (rebuilt or deleted) and jobs:{q}:keys and jobs:{q}:kpause:K
---          (keys brought forward when ktrack goes off)
+--          of their keys (rebuilt or deleted); jobs:{q}:keys and jobs:{q}:kpause:K
+--          (keys brought forward) when key limits change or ktrack goes off
 -- ARGV[1]  concurrency          "": unchanged; "0": removed; N > 0: set
 -- ARGV[2]  rate                 "": unchanged; "0": removed (with period_ms, burst, tat);
 --                               N > 0: set with ARGV[3] and ARGV[4]
@@ -37,8 +39,9 @@
 --                               stored as "concurrency rate period_ms burst" (0: none of
 --                               that kind; the lib's key_spec reads it), removed when
 --                               nothing is left in it. A key's rate state (its tat, in
---                               jobs:{q}:ktat:K) is kept: a changed key rate applies from
---                               the key's next token.
+--                               jobs:{q}:ktat:K) is stored with the tau it was spent
+--                               under: a claim voids one of another rate, so a changed
+--                               key rate starts afresh, as the queue's does.
 --          The field ktrack is '1' while some key's concurrency could bind: a default or
 --          own key concurrency below the queue's concurrency, or with none on the queue (a
 --          key's leases are among the queue's, which a claim never takes past its limit).
@@ -47,9 +50,11 @@
 --          change), so a key concurrency set on running jobs counts them at the next
 --          claim; when it goes off, they are deleted, and the keys the ring holds back
 --          for later, not by a handler's pause, are brought forward to now (a claim puts
---          one its rate holds back at its next token again).
+--          one its rate holds back at its next token again). So are they when key
+--          limits change (the keys named, or all when the default changed): raised key
+--          limits apply at the next claim.
 -- Returns  1 if the limits changed, 0 if they already were so (nothing written).
--- Clock    Redis TIME, only when ktrack goes off (the ring's now).
+-- Clock    Redis TIME, only when key limits changed or ktrack goes off (the ring's now).
 -- Invariant a queue rate whose rate, period or burst changed starts afresh (tat removed: a full
 --          burst is allowed at once); an unchanged one keeps its tat, so setting the
 --          same limits again never lets a burst through. The hash is gone when no limit
@@ -77,7 +82,7 @@ elseif rate ~= '' and (rate ~= old[2] or period ~= old[3] or burst ~= old[4]) th
 end
 -- Per-key limits: the default ('key') or the overrides named.
 local kc, kr, kp, kb = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local fields = {}
+local fields, kchanged = {}, false
 if #ARGV < 12 then fields[1] = 'key' end
 for i = 12, #ARGV do fields[#fields + 1] = 'key:' .. ARGV[i] end
 if kc == '*' then
@@ -85,10 +90,10 @@ if kc == '*' then
   for _, f in ipairs(redis.call('HKEYS', limit)) do
     if f == 'key' or string.sub(f, 1, 4) == 'key:' then
       redis.call('HDEL', limit, f)
-      changed = true
+      changed, kchanged = true, true
     end
   end
-  fields = {}
+  fields = {'key'} -- every key's limits changed: see the ring below
 elseif kc ~= '' or kr ~= '' then
   for _, f in ipairs(fields) do
     local cur = redis.call('HGET', limit, f)
@@ -104,11 +109,11 @@ elseif kc ~= '' or kr ~= '' then
     if v == '0 0 0 0' then
       if cur then
         redis.call('HDEL', limit, f)
-        changed = true
+        changed, kchanged = true, true
       end
     elseif v ~= cur then
       redis.call('HSET', limit, f, v)
-      changed = true
+      changed, kchanged = true, true
     end
   end
 end
@@ -167,18 +172,34 @@ elseif track ~= tracked then
   else
     redis.call('HDEL', limit, 'ktrack')
     -- No key waits on a concurrency now: none may stay held back for one.
-    -- now in us as an integer string: Lua's tostring keeps 14 digits of its 16.
-    local us = string.format('%.0f', now_us())
-    local ring = base .. 'keys'
-    local later, places = redis.call('ZRANGEBYSCORE', ring, '(' .. us, '+inf'), {}
-    for _, lk in ipairs(later) do
-      if redis.call('EXISTS', base .. 'kpause:' .. lk) == 0 then
-        places[#places + 1] = us
-        places[#places + 1] = lk
-      end
-    end
-    zadd_all(ring, places)
+    kchanged, fields = true, {'key'}
   end
+end
+-- Keys the ring holds back for later under the old limits (their earliest lease deadline,
+-- their next token) are brought forward to now, so that raised limits apply at the next
+-- claim: the keys named, or all of them when the default changed. A claim puts back one
+-- the new limits still hold. Not a key a handler paused (kpause:K): its pause stands.
+if kchanged and #fields > 0 then
+  local base, ring = string.sub(limit, 1, -6), string.sub(limit, 1, -6) .. 'keys'
+  -- now in us as an integer string: Lua's tostring keeps 14 digits of its 16.
+  local us = string.format('%.0f', now_us())
+  local later, places = {}, {}
+  if fields[1] == 'key' then
+    later = redis.call('ZRANGEBYSCORE', ring, '(' .. us, '+inf')
+  else
+    for _, f in ipairs(fields) do
+      local k = string.sub(f, 5)
+      local at = tonumber(redis.call('ZSCORE', ring, k))
+      if at and at > tonumber(us) then later[#later + 1] = k end
+    end
+  end
+  for _, lk in ipairs(later) do
+    if redis.call('EXISTS', base .. 'kpause:' .. lk) == 0 then
+      places[#places + 1] = us
+      places[#places + 1] = lk
+    end
+  end
+  zadd_all(ring, places)
 end
 -- kflags: this script keeps ktrack and kown in these limits (key_flags in scripts/lib). Only
 -- while some limit is left: Redis deletes an empty hash, and no limits is no hash.
@@ -189,13 +210,33 @@ if #fields > (flagged and 1 or 0) then
 elseif flagged then
   redis.call('DEL', limit)
 end
-local now = redis.call('HMGET', limit, 'concurrency', 'rate', 'period_ms', 'burst')
-local desc = {}
-if now[1] then desc[#desc + 1] = 'concurrency ' .. now[1] end
-if now[2] then desc[#desc + 1] = 'rate ' .. now[2] .. '/' .. now[3] .. 'ms burst ' .. now[4] end
-for _, f in ipairs(fields) do
-  local v = redis.call('HGET', limit, f)
-  if v then desc[#desc + 1] = f .. ' ' .. v end
+-- The event says what the limits are now, in a line of bounded length whatever the number
+-- of keys with their own limits: the queue's, the keys' default, how many keys have their
+-- own, and the own limits of the keys this call named (10 at most).
+local function spec_text(v)
+  if not v then return 'back to the default' end
+  local c, r, p, b = string.match(v or '', '^(%d+) (%d+) (%d+) (%d+)$')
+  local t = {}
+  if c and c ~= '0' then t[#t + 1] = 'concurrency ' .. c end
+  if r and r ~= '0' then t[#t + 1] = 'rate ' .. r .. '/' .. p .. 'ms burst ' .. b end
+  if #t == 0 then return 'none' end
+  return table.concat(t, ' ')
+end
+local cur, desc, owned = redis.call('HGETALL', limit), {}, 0
+local q = {}
+for i = 1, #cur, 2 do
+  q[cur[i]] = cur[i + 1]
+  if string.sub(cur[i], 1, 4) == 'key:' then owned = owned + 1 end
+end
+if q.concurrency then desc[#desc + 1] = 'concurrency ' .. q.concurrency end
+if q.rate then desc[#desc + 1] = 'rate ' .. q.rate .. '/' .. q.period_ms .. 'ms burst ' .. q.burst end
+if q.key then desc[#desc + 1] = 'every key ' .. spec_text(q.key) end
+if owned > 0 then desc[#desc + 1] = owned .. ' keys with limits of their own' end
+if #ARGV >= 12 and (kc ~= '' or kr ~= '') then
+  for i = 12, math.min(#ARGV, 21) do
+    desc[#desc + 1] = 'key ' .. ARGV[i] .. ' ' .. spec_text(q['key:' .. ARGV[i]])
+  end
+  if #ARGV > 21 then desc[#desc + 1] = 'and ' .. (#ARGV - 21) .. ' more keys' end
 end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 local ev = event_buf(events, tonumber(ARGV[7]))

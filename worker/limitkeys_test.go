@@ -142,6 +142,11 @@ func TestPauseKey(t *testing.T) {
 	}
 	if len(aAfter) != 3 {
 		t.Errorf("key a after the pause: %+v; want its three jobs", aAfter)
+	} else if aAfter[0].id != first || aAfter[1].id != res[1].ID || aAfter[2].id != res[2].ID {
+		// The paused job first, then the key's others in their order: those the worker
+		// had claimed ahead were handed back during the pause, and once went before it.
+		t.Errorf("key a after the pause ran %s %s %s, want %s %s %s", aAfter[0].id, aAfter[1].id, aAfter[2].id,
+			first, res[1].ID, res[2].ID)
 	}
 	for _, s := range aAfter {
 		if s.attempt != 1 {

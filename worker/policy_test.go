@@ -150,6 +150,11 @@ func TestTypePolicies(t *testing.T) {
 	if _, err := New(c, Config{Handler: HandlerFunc(noop), Types: map[string]TypePolicy{"x": {Timeout: time.Microsecond}}}); err == nil {
 		t.Error("New accepted a sub-millisecond type timeout")
 	}
+	for _, typ := range []string{"", "a\nb", strings.Repeat("t", 129)} {
+		if _, err := New(c, Config{Handler: HandlerFunc(noop), Types: map[string]TypePolicy{typ: {MaxRetry: 1}}}); err == nil {
+			t.Errorf("New accepted a policy for type %q, which no job can have", typ)
+		}
+	}
 }
 
 // OnError sees every recorded failure, a panic with its stack; OnDead the death.

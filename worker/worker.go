@@ -150,6 +150,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("worker: Config.AbandonGrace %s is negative", c.AbandonGrace)
 	}
 	for typ, p := range c.Types {
+		// A policy for a type no job can have is a mistake that would otherwise go
+		// unnoticed: it never applies.
+		if err := queue.ValidateType(typ); err != nil {
+			return fmt.Errorf("worker: Config.Types: %w", err)
+		}
 		if p.Timeout < 0 || p.Timeout > 0 && p.Timeout < queue.MinTimeout {
 			return fmt.Errorf("worker: Config.Types[%q]: timeout %s must be at least %s", typ, p.Timeout, queue.MinTimeout)
 		}

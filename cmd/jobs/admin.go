@@ -237,13 +237,17 @@ func cancelCommand(e *env) *cli.Command {
 }
 
 func pauseCommands(e *env) []*cli.Command {
-	cmd := func(name, usage string, act func(*cli.Context, *queue.Client, string) error, done string) *cli.Command {
+	// act does the change and says what it did.
+	cmd := func(name, usage, desc string, flags []cli.Flag, act func(*cli.Context, *queue.Client, string) (string, error)) *cli.Command {
 		return &cli.Command{
-			Name: name, Usage: usage, ArgsUsage: "QUEUE",
-			Description: "Example:\n\n   jobs " + name + " emails",
+			Name: name, Usage: usage, ArgsUsage: "QUEUE", Flags: flags,
+			Description: desc + "Example:\n\n   jobs " + name + " emails",
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return usagef("%s takes one queue name, got %d arguments", name, c.NArg())
+				}
+				if c.IsSet("key") && c.String("key") == "" {
+					return usagef("--key: the limit key is empty")
 				}
 				client, err := connect(c)
 				if err != nil {
@@ -254,19 +258,35 @@ func pauseCommands(e *env) []*cli.Command {
 				if err := requireQueue(c, client, q); err != nil {
 					return err
 				}
-				if err := act(c, client, q); err != nil {
+				said, err := act(c, client, q)
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "%s %s\n", q, done)
+				fmt.Fprintln(e.stdout, said)
 				return nil
 			},
 		}
 	}
 	return []*cli.Command{
-		cmd("pause", "stop workers claiming from a queue (enqueues are still accepted)",
-			func(c *cli.Context, cl *queue.Client, q string) error { return cl.Pause(c.Context, q) }, "paused"),
-		cmd("resume", "let workers claim from a paused queue again",
-			func(c *cli.Context, cl *queue.Client, q string) error { return cl.Resume(c.Context, q) }, "resumed"),
+		cmd("pause", "stop workers claiming from a queue (enqueues are still accepted)", "", nil,
+			func(c *cli.Context, cl *queue.Client, q string) (string, error) {
+				return q + " paused", cl.Pause(c.Context, q)
+			}),
+		cmd("resume", "let workers claim from a paused queue again, or from a limit key a handler paused",
+			"With --key K: end a handler's pause of limit key K (worker.PauseKey, exit 77) before its\n"+
+				"time; the key's jobs are claimed again at once, the paused one first. ",
+			[]cli.Flag{&cli.StringFlag{Name: "key", Usage: "resume this limit key of the queue, not the queue"}},
+			func(c *cli.Context, cl *queue.Client, q string) (string, error) {
+				k := c.String("key")
+				if k == "" {
+					return q + " resumed", cl.Resume(c.Context, q)
+				}
+				was, err := cl.ResumeKey(c.Context, q, k)
+				if err != nil || was {
+					return fmt.Sprintf("limit key %s of %s resumed", clean(k, false), q), err
+				}
+				return fmt.Sprintf("limit key %s of %s was not paused", clean(k, false), q), nil
+			}),
 	}
 }
 

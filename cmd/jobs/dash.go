@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"log/slog"
 	"net"
@@ -78,6 +79,9 @@ var lookupIPAddr = net.DefaultResolver.LookupIPAddr
 //
 // Without auth, loopback is judged by loopbackAddr.
 func dashAuth(ctx context.Context, auth, listen string, opts *webdash.Options) (string, error) {
+	if _, _, err := splitListen(listen); err != nil {
+		return "", usagef("--listen %q: %v", listen, err)
+	}
 	if auth != "" {
 		user, pass, ok := strings.Cut(auth, ":")
 		if !ok || user == "" || pass == "" {
@@ -96,6 +100,19 @@ func dashAuth(ctx context.Context, auth, listen string, opts *webdash.Options) (
 	return addr, nil
 }
 
+// splitListen splits a HOST:PORT to listen on, the port a number from 0 to 65535 (0 or
+// none: any free one), so a bad one is a usage error, not a failure to listen.
+func splitListen(listen string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(listen)
+	if err != nil {
+		return "", "", fmt.Errorf("want HOST:PORT (%v)", err)
+	}
+	if n, err := strconv.Atoi(port); port != "" && (err != nil || n < 0 || n > 65535) {
+		return "", "", fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return host, port, nil
+}
+
 // loopbackAddr judges whether listen (HOST:PORT) is a loopback address, by IP: an empty
 // host (":7420", every interface) or an unspecified one (0.0.0.0, ::) is not, and a host
 // name counts only if every address it resolves to is loopback; the address to listen on
@@ -103,9 +120,9 @@ func dashAuth(ctx context.Context, auth, listen string, opts *webdash.Options) (
 // listens cannot widen it. why says why listen is not loopback ("": it is); err is a
 // malformed listen.
 func loopbackAddr(ctx context.Context, listen string) (addr, why string, err error) {
-	host, port, err := net.SplitHostPort(listen)
+	host, port, err := splitListen(listen)
 	if err != nil {
-		return "", "", fmt.Errorf("want HOST:PORT (%v)", err)
+		return "", "", err
 	}
 	if host == "" {
 		return "", "is not a loopback address (no host: every interface)", nil

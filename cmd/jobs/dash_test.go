@@ -35,6 +35,8 @@ func TestDashRefusesBadUsage(t *testing.T) {
 		{[]string{"dash", "--listen", "[::]:7420"}, "not a loopback address"},
 		{[]string{"dash", "--listen", ":"}, "not a loopback address"},
 		{[]string{"dash", "--listen", "nonsense"}, "want HOST:PORT"},
+		{[]string{"dash", "--listen", "127.0.0.1:99999"}, "want a number from 0 to 65535"},
+		{[]string{"dash", "--listen", "127.0.0.1:99999", "--auth", "u:p"}, "want a number from 0 to 65535"},
 		{[]string{"dash", "--auth", "nopass"}, "--auth: want USER:PASS"},
 		{[]string{"dash", "--auth", ":pass"}, "--auth: want USER:PASS"},
 		{[]string{"dash", "--auth", "user:"}, "--auth: want USER:PASS"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,11 @@ func TestDevDemo(t *testing.T) {
 
 func TestDevBadUsage(t *testing.T) {
 	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -36,7 +42,8 @@ func TestDevBadUsage(t *testing.T) {
 		{[]string{"dev", "--run", "echo=cat"}, 2, "already handled"},
 		{[]string{"dev", "--run", "x"}, 2, "TYPE=COMMAND"},
 		{[]string{"dev", "extra"}, 2, "no arguments"},
-		{[]string{"dev", "--addr", "127.0.0.1:99999"}, 1, "cannot listen"},
+		{[]string{"dev", "--addr", "127.0.0.1:99999"}, 2, "want a number from 0 to 65535"},
+		{[]string{"dev", "--addr", busy.Addr().String()}, 1, "is a Redis already listening there?"},
 		// Its Redis has no password and its worker runs the --run programs: this machine only.
 		{[]string{"dev", "--addr", "0.0.0.0:0"}, 2, "not a loopback address: jobs dev's Redis has no password"},
 		{[]string{"dev", "--addr", ":0"}, 2, "not a loopback address (no host: every interface)"},

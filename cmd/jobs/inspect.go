@@ -112,32 +112,12 @@ func printJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 	return err
 }
 
-// limitWait says why a ready job is not running yet when a limit holds it back: its
-// queue's (concurrency or rate), or its limit key's (key concurrency, key rate, key
-// pause); with a sentence for the text output and until when at the latest. "" when none
-// does, or the limits could not be read.
+// limitWait says why a ready job is not running yet when a limit holds it back
+// (Client.LimitWaitOf); "" when none does, or the limits could not be read.
 func limitWait(ctx context.Context, client *queue.Client, job *queue.Job) (why, desc string, until time.Time) {
-	if job.State != queue.StateReady {
-		return "", "", time.Time{}
-	}
-	var keys []string
-	if job.LimitKey != "" {
-		keys = []string{job.LimitKey}
-	}
-	s, err := client.KeyLimits(ctx, job.Queue, keys...)
+	w, err := client.LimitWaitOf(ctx, job)
 	if err != nil {
 		return "", "", time.Time{}
 	}
-	if w := s.Waiting(); w != "" {
-		return string(w), fmt.Sprintf("the queue's %s limit (%s, %d running)", w, s.Limit, s.Running), s.Until()
-	}
-	for _, k := range s.Keys {
-		if k.Key != job.LimitKey || job.LimitKey == "" {
-			continue
-		}
-		if why, until := k.Waiting(s.At); why != "" {
-			return why, fmt.Sprintf("its limit key %q (%s, %d running)", k.Key, why, k.Running), until
-		}
-	}
-	return "", "", time.Time{}
+	return w.On, w.Desc, w.Until
 }

@@ -128,7 +128,7 @@ func limitCommand(e *env) *cli.Command {
 							rate, burst = fmt.Sprintf("%d/%s", s.Rate, s.Period), fmt.Sprint(s.Burst)
 						}
 						if u := s.Until(); !u.IsZero() {
-							until = u.UTC().Format("15:04:05.000")
+							until = clock(u)
 						}
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Queue, conc, rate, burst, s.Running,
 							s.KeysWaiting, dash(string(s.Waiting())), until)
@@ -312,7 +312,7 @@ func printKeyLimits(e *env, ls []queue.LimitStatus) error {
 			c, r, b := lim(k.KeyConcurrency, k.KeyRate, k.KeyPeriod, k.KeyBurst)
 			due := "-"
 			if k.Ready {
-				due = k.Due.UTC().Format("15:04:05.000")
+				due = clock(k.Due)
 			}
 			rows = append(rows, []string{s.Queue, k.Key, c, r, b, fmt.Sprint(k.Running), due})
 		}

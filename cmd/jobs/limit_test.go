@@ -213,3 +213,38 @@ func TestInspectWaitingOnLimit(t *testing.T) {
 		t.Errorf("inspect --json of a job nothing holds back = %s, want no waiting_on", r.stdout)
 	}
 }
+
+// jobs resume --key ends a handler's pause of a limit key (exit 77 for 1000h could not be
+// lifted before); an empty or bad key is a usage error.
+func TestResumeKey(t *testing.T) {
+	p := redistest.Prefix(t)
+	client, err := queue.NewClient(redistest.Shared(t).Client(t), queue.Config{Prefix: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := client.Enqueue(ctx, "sync", nil, queue.On("crm"), queue.LimitKey("cust:1")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := broker.Of(client).Claim(ctx, "crm", 1, time.Minute, "w")
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Claim() = %d jobs, %v", len(got), err)
+	}
+	if err := broker.Of(client).PauseKey(ctx, got[0], 1000*time.Hour, "429"); err != nil {
+		t.Fatal(err)
+	}
+	if r := jobs(t, p, "", "resume", "crm", "--key", "cust:1"); r.code != 0 || r.stdout != "limit key cust:1 of crm resumed\n" {
+		t.Errorf("resume --key = %+v, want it resumed", r)
+	}
+	if r := jobs(t, p, "", "resume", "crm", "--key", "cust:1"); r.code != 0 || r.stdout != "limit key cust:1 of crm was not paused\n" {
+		t.Errorf("resume --key again = %+v, want not paused, exit 0", r)
+	}
+	if got, err := broker.Of(client).Claim(ctx, "crm", 1, time.Minute, "w"); err != nil || len(got) != 1 {
+		t.Errorf("Claim() after resume --key = %d jobs, %v; want the paused job", len(got), err)
+	}
+	for _, k := range []string{"", "a\x1bb"} {
+		if r := jobs(t, p, "", "resume", "crm", "--key", k); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("resume --key %q = %+v, want exit 2 and a one-line error", k, r)
+		}
+	}
+}

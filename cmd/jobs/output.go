@@ -69,6 +69,16 @@ func when(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
+// clock is a time soon: its time of day (UTC) within 12 hours of now, which a reader takes
+// for today's, else the whole date as when prints it (a key paused for 1000h must not read
+// as earlier today).
+func clock(t time.Time) string {
+	if d := time.Until(t); d < 12*time.Hour && d > -12*time.Hour {
+		return t.UTC().Format("15:04:05.000")
+	}
+	return when(t)
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"

@@ -59,3 +59,16 @@ func TestIDMustBeUTF8(t *testing.T) {
 		t.Errorf("enqueue --id a\\xffb = %+v, want exit 2 and one line saying an ID must be UTF-8", r)
 	}
 }
+
+// A time far from now prints with its date: a key paused for 1000h showed only a time of
+// day, read as earlier today.
+func TestClockShowsTheDateOfAFarTime(t *testing.T) {
+	soon := time.Now().Add(time.Hour)
+	if got, want := clock(soon), soon.UTC().Format("15:04:05.000"); got != want {
+		t.Errorf("clock(in 1h) = %q, want %q", got, want)
+	}
+	far := time.Now().Add(1000 * time.Hour)
+	if got := clock(far); got != when(far) || !strings.HasPrefix(got, far.UTC().Format("2006-01-02T")) {
+		t.Errorf("clock(in 1000h) = %q, want %q", got, when(far))
+	}
+}

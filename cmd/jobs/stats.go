@@ -114,7 +114,7 @@ func waitingOn(s queue.QueueStats) string {
 	if s.WaitingOn == "" {
 		return "-"
 	}
-	return fmt.Sprintf("%s until %s", s.WaitingOn, s.WaitingUntil.UTC().Format("15:04:05.000"))
+	return fmt.Sprintf("%s until %s", s.WaitingOn, clock(s.WaitingUntil))
 }
 
 func printStats(w io.Writer, stats []queue.QueueStats, rates map[string]float64, watch bool) {

@@ -4,6 +4,9 @@
 //     queues' counts, which the server reads once per tick for every open tab, and
 //     re-reads the whole page every 30 s (throughput, chart).
 //   - Other live pages ([data-live]) re-read themselves every 5 s.
+//   - While the dashboard cannot read Redis (a "down" event, a failed re-read), a banner
+//     (#stale) says the figures shown are not live, and since when; it goes at the next
+//     good read.
 // Nothing is read while the tab is hidden.
 (function () {
   "use strict";
@@ -33,21 +36,48 @@
     new window.uPlot(opts, [d.t, d.processed, d.failed], el);
   }
 
+  // stale shows why the page's figures stopped updating, or takes the banner away (why
+  // empty). The time is the first failure's, by this browser's clock.
+  var staleSince = null;
+  function stale(why) {
+    var el = document.getElementById("stale");
+    if (!why) {
+      staleSince = null;
+      if (el) el.remove();
+      return;
+    }
+    if (!staleSince) staleSince = new Date();
+    if (!el) {
+      el = document.createElement("p");
+      el.id = "stale";
+      el.className = "warn";
+      el.setAttribute("role", "alert");
+      var main = document.querySelector("main") || document.body;
+      main.insertBefore(el, main.firstChild);
+    }
+    el.textContent = "Not updating since " + staleSince.toLocaleTimeString() + ": " + why +
+      ". The figures below are from before; the page catches up by itself once reads work again.";
+  }
+
   // refresh re-reads the page and swaps its data-live region.
   function refresh() {
     var live = document.querySelector("[data-live]");
     if (!live || document.hidden) return;
     fetch(location.href, { headers: { Accept: "text/html" }, credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (r) {
+        if (!r.ok) stale("the dashboard answered " + r.status + " (is Redis reachable?)");
+        return r.ok ? r.text() : null;
+      })
       .then(function (html) {
         if (!html) return;
+        stale(null);
         var doc = new DOMParser().parseFromString(html, "text/html");
         var fresh = doc.querySelector("[data-live]");
         if (!fresh) return;
         live.replaceWith(document.importNode(fresh, true));
         drawChart();
       })
-      .catch(function () {});
+      .catch(function () { stale("the dashboard server does not answer"); });
   }
 
   function latency(ms) {
@@ -88,8 +118,15 @@
     if (stream || document.hidden || typeof window.EventSource !== "function") return;
     stream = new EventSource(base + "/live");
     stream.addEventListener("stats", function (ev) {
-      try { apply(JSON.parse(ev.data)); } catch (e) { /* a bad snapshot: wait for the next */ }
+      try { apply(JSON.parse(ev.data)); stale(null); } catch (e) { /* a bad snapshot: wait for the next */ }
     });
+    stream.addEventListener("down", function (ev) {
+      var why = "Redis cannot be read";
+      try { why += " (" + JSON.parse(ev.data).error + ")"; } catch (e) { /* keep the plain words */ }
+      stale(why);
+    });
+    // The dashboard server itself went away: EventSource reconnects on its own.
+    stream.onerror = function () { if (stream && stream.readyState !== 1) stale("the live stream was lost; reconnecting"); };
   }
   function unlisten() {
     if (stream) { stream.close(); stream = null; }
