@@ -65,7 +65,8 @@ func (s QueueStats) MarshalJSON() ([]byte, error) {
 	type plain QueueStats
 	var until *time.Time
 	if !s.WaitingUntil.IsZero() {
-		t := s.WaitingUntil.UTC()
+		// Whole ms, as every other time (a key's due time is in µs), rounded up: "at the latest".
+		t := s.WaitingUntil.UTC().Add(time.Millisecond - 1).Truncate(time.Millisecond)
 		until = &t
 	}
 	return json.Marshal(struct {

@@ -294,3 +294,20 @@ func TestParseCancelNotice(t *testing.T) {
 		}
 	}
 }
+
+// A scheduled job cancelled is dead with no run time left: `jobs inspect` showed its
+// run_at, still to come, beside its dead state (Q3).
+func TestCancelledScheduledJobHasNoRunTime(t *testing.T) {
+	c := setup(t, Config{})
+	id, err := c.Enqueue(ctx, "a", nil, Delay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state, err := c.Cancel(ctx, "default", id); err != nil || state != StateDead {
+		t.Fatalf("Cancel(scheduled) = %s, %v; want dead", state, err)
+	}
+	j, err := c.Get(ctx, "default", id)
+	if err != nil || j.State != StateDead || !j.RunAt.IsZero() {
+		t.Errorf("cancelled scheduled job = state %s, run at %v (%v); want dead, no run time", j.State, j.RunAt, err)
+	}
+}

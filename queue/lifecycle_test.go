@@ -414,10 +414,14 @@ func TestReapLastAttemptDies(t *testing.T) {
 func TestHeartbeatExtendsLease(t *testing.T) {
 	c := setup(t, Config{})
 	mustEnqueue(t, c, "a")
-	j := claimOne(t, c, "default", 600*time.Millisecond, "w")
-	for range 5 {
-		time.Sleep(200 * time.Millisecond)
-		lost, _, err := c.broker().Heartbeat(ctx, "default", 600*time.Millisecond, []*Job{j})
+	// Beats a third of the lease apart, as a worker's, for twice the lease: a lease of
+	// 1.5s leaves a loaded machine 1s of slack per beat (600ms with beats 200ms apart
+	// was reaped once at load 8-14).
+	const lease = 1500 * time.Millisecond
+	j := claimOne(t, c, "default", lease, "w")
+	for range 6 {
+		time.Sleep(lease / 3)
+		lost, _, err := c.broker().Heartbeat(ctx, "default", lease, []*Job{j})
 		if err != nil || len(lost) != 0 {
 			t.Fatalf("Heartbeat() lost %v, err %v", lost, err)
 		}
@@ -426,7 +430,7 @@ func TestHeartbeatExtendsLease(t *testing.T) {
 		}
 	}
 	if err := c.broker().Ack(ctx, j, nil); err != nil {
-		t.Fatalf("Ack() after 1s on a 600ms lease kept by heartbeats: %v", err)
+		t.Fatalf("Ack() after 3s on a 1.5s lease kept by heartbeats: %v", err)
 	}
 }
 

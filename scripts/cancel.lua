@@ -58,6 +58,8 @@ else
   redis.call('ZREM', retry, id)
 end
 redis.call('HSET', key, 'last_error', 'cancelled by operator')
+-- It will not run at its run_at now: shown, it read as a run still to come.
+redis.call('HDEL', key, 'run_at')
 to_dead(dead, prefix, id, now_ms(), retention, dead_max, nil, ev)
 event(ev, 'cancelled', id, job[2], job[3], '', 'cancelled by operator')
 write_events(ev)

@@ -83,6 +83,8 @@ type Config struct {
 	// *PanicError, with the stack, for a panic. OnDead, when set, is called too when the
 	// failure sent the job to the dead set. They run on a goroutine of the worker's,
 	// never a handler's, once per recorded failure: keep them quick (alerting, logging).
+	// Each runs on the goroutine of the call that recorded the failure, so the calls of a
+	// job retried within milliseconds may come out of order: State says which is which.
 	// Not called for a snooze, a hand back at shutdown, or a job whose lease was lost.
 	OnError func(job *queue.Job, err error)
 	OnDead  func(job *queue.Job, err error)
