@@ -17,7 +17,7 @@
 -- Keys     named from ARGV[1] ("jobs:{q}:", see the lib's keyed jobs), for keyed jobs:
 --          jobs:{q}:keys (ZSET, the ring of keys with ready jobs), and of each key K met,
 --          jobs:{q}:kready:K (LIST), jobs:{q}:kactive:K (ZSET of leases, while KEYS[7]'s
---          ktrack is set), jobs:{q}:ktat:K (STRING, the key's GCRA tat and its tau)
+--          ktrack is set), jobs:{q}:ktat:K (STRING, the key's GCRA tat)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (daily processed and failed counters)
 -- ARGV[3]  retention_ms         done jobs are kept this long (<= 0: deleted at once)

@@ -11,7 +11,7 @@
 --          (ZSET, the ring of keys with ready jobs), and of each due key K,
 --          jobs:{q}:kready:K (LIST: RPOP), jobs:{q}:kactive:K (ZSET of leases: ZADD, while
 --          KEYS[5]'s ktrack is set),
---          jobs:{q}:ktat:K (STRING, the key's GCRA tat and its tau: SET PX)
+--          jobs:{q}:ktat:K (STRING, the key's GCRA tat: SET PX)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  count                most jobs to claim (the worker's free slots; <= 1000)
 -- ARGV[3]  lease_ms             lease length; the worker renews it by heartbeat

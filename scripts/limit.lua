@@ -39,9 +39,9 @@
 --                               stored as "concurrency rate period_ms burst" (0: none of
 --                               that kind; the lib's key_spec reads it), removed when
 --                               nothing is left in it. A key's rate state (its tat, in
---                               jobs:{q}:ktat:K) is stored with the tau it was spent
---                               under: a claim voids one of another rate, so a changed
---                               key rate starts afresh, as the queue's does.
+--                               jobs:{q}:ktat:K) is left: a claim voids one further
+--                               ahead than the key's rate now allows, so a raised key
+--                               rate applies at once, as the queue's does.
 --          The field ktrack is '1' while some key's concurrency could bind: a default or
 --          own key concurrency below the queue's concurrency, or with none on the queue (a
 --          key's leases are among the queue's, which a claim never takes past its limit).

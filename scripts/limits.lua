@@ -75,8 +75,6 @@ for _, k in ipairs(order) do
     running, first_at = redis.call('ZCOUNT', act, '(' .. now, '+inf'), tonumber(f[2]) or 0
   end
   local due = redis.call('ZSCORE', ring, k)
-  -- The tat without the tau it was spent under ("<tat>:<tau>", see pop_keyed).
-  local tat = string.match(redis.call('GET', base .. 'ktat:' .. k) or '', '^%d+') or '0'
-  out[#out + 1] = {k, own[k] or '', running, first_at, tat, tonumber(due) or -1}
+  out[#out + 1] = {k, own[k] or '', running, first_at, redis.call('GET', base .. 'ktat:' .. k) or '0', tonumber(due) or -1}
 end
 return out

@@ -128,7 +128,10 @@ func (l *loop) holdForPause(r, b *run) {
 // heldForPause holds a run just claimed if a handler here is pausing its limit key now:
 // the claim ran in Redis before the pause did.
 // Until the pause ends (by this worker's clock): a claim sent before the pause reached
-// Redis may reply after the pause call did.
+// Redis may reply after the pause call did. Not a claim sent after the pause call's
+// reply came: Redis ran it after the pause, so it got the key's job only because the
+// pause had ended there (`jobs resume --key`); held back, that job would be claimed and
+// handed back again and again until this worker's end of the pause.
 func (l *loop) heldForPause(b *run) bool {
 	if b.job.LimitKey == "" || len(l.keyPausing) == 0 {
 		return false
@@ -143,6 +146,8 @@ func (l *loop) heldForPause(b *run) bool {
 		return false
 	case p.r != nil:
 		l.holdForPause(p.r, b)
+	case !b.claimed.Before(p.released):
+		return false
 	default:
 		l.handBack([]*run{b})
 	}
@@ -153,16 +158,17 @@ func (l *loop) heldForPause(b *run) bool {
 func pauseKeyOf(job *queue.Job) string { return job.Queue + "\x00" + job.LimitKey }
 
 // keyPause is a pause of a limit key a handler here asked for: r is the paused run while
-// its call is in flight (nil after), until when the pause ends.
+// its call is in flight (nil after), until when the pause ends, released when the call's
+// reply came (claims sent since ran in Redis after the pause).
 type keyPause struct {
-	r     *run
-	until time.Time
+	r               *run
+	until, released time.Time
 }
 
 // releaseKey hands back the runs holdKey held for r, now that r's pause call ended.
 func (l *loop) releaseKey(r *run) {
 	if k := pauseKeyOf(r.job); l.keyPausing[k].r == r {
-		l.keyPausing[k] = keyPause{until: l.keyPausing[k].until}
+		l.keyPausing[k] = keyPause{until: l.keyPausing[k].until, released: time.Now()}
 	}
 	if held := l.keyHeld[r]; held != nil {
 		delete(l.keyHeld, r)

@@ -225,3 +225,54 @@ func TestKeyRateDeliveredAcrossWorkers(t *testing.T) {
 		t.Logf("FIGURES key rate %d/s, 2 workers: key %s, %d starts, most in any 1s window %d, mean %.1f/s", rate, k, len(s), most, mean)
 	}
 }
+
+// jobs resume --key (Client.ResumeKey) of a key a handler paused here: the worker runs
+// the key's job at once. It held back every claim of the key until its own end of the
+// pause (an hour here), claiming and handing the job back in a loop meanwhile (R).
+func TestResumeKeyReachesThePausingWorker(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	id := enqueue(t, c, "t", "", queue.LimitKey("a"))
+	var runs atomic.Int64
+	paused := make(chan struct{}, 1)
+	h := HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		if runs.Add(1) == 1 {
+			paused <- struct{}{}
+			return PauseKey(time.Hour)
+		}
+		return nil
+	})
+	startWorker(t, c, Config{Handler: h, Concurrency: 4, Logger: quiet})
+	<-paused
+	eventually(t, 5*time.Second, "the key's pause in Redis", func() bool {
+		j, err := c.Get(ctx, "default", id)
+		return err == nil && j.State == queue.StateReady
+	})
+	if was, err := c.ResumeKey(ctx, "default", "a"); err != nil || !was {
+		t.Fatalf("ResumeKey() = %v, %v; want true", was, err)
+	}
+	eventually(t, 5*time.Second, "the resumed job done", func() bool {
+		j, err := c.Get(ctx, "default", id)
+		return err == nil && j.State == queue.StateDone
+	})
+	if n := runs.Load(); n != 2 {
+		t.Errorf("handler ran %d times, want 2 (paused, then done)", n)
+	}
+	evs, err := c.RecentEvents(ctx, []string{"default"}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if backs := countEvents(evs, queue.EventHandedBack); backs > 2 {
+		t.Errorf("%d hand backs of the resumed key's job, want none in a loop", backs)
+	}
+}
+
+func countEvents(evs []queue.Event, name queue.EventName) int {
+	n := 0
+	for _, e := range evs {
+		if e.Name == name {
+			n++
+		}
+	}
+	return n
+}

@@ -10,8 +10,7 @@
 --                              the limits hash's field ktrack is '1': while some key's
 --                              concurrency could bind (limit.lua); else no key has one,
 --                              and a claim and an ack of a keyed job pay nothing for it
---   base..'ktat:'..K     STRING K's GCRA tat (us) and the tau it was spent under, "<tat>:<tau>",
---                        expiring when it is due (no garbage)
+--   base..'ktat:'..K     STRING K's GCRA tat (us), expiring when it is due (no garbage)
 --   base..'kpause:'..K   STRING present while a handler's pause of K lasts (handback.lua,
 --                              which scores K at the pause's end; key_freed leaves it there)
 --   base..'keys'         ZSET  K -> when (us) K may run next: keys with ready jobs only.
@@ -313,12 +312,14 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     if sp and sp.rate > 0 then
       r.tat = base .. 'ktat:' .. k
       r.tau, r.burst = math.ceil(sp.period * 1000 / sp.rate), sp.burst
-      -- The tat is stored with the tau it was spent under ("<tat>:<tau>"): one left by
-      -- another rate (the key's limits changed since) is void, so a raised rate applies
-      -- at once, as the queue's does (limit.lua drops its tat). A bare "<tat>" is kept.
-      local t, u = string.match(redis.call('GET', r.tat) or '', '^(%d+):?(%d*)$')
-      if u ~= '' and tonumber(u) ~= r.tau then t = nil end
-      r.base = math.max(tonumber(t) or 0, now_us)
+      -- A tat further ahead than this rate can put it (its burst and one more token past
+      -- the tokens claimed ahead) was spent under another rate: the key's was raised
+      -- since. It is void, so the raised rate applies at once, as the queue's does
+      -- (limit.lua drops its tat); a tat this rate could have made is kept, so setting
+      -- the same limits again lets no burst through.
+      local t = tonumber(redis.call('GET', r.tat)) or 0
+      if t > now_us + rate_ahead() + (sp.burst + 1) * r.tau then t = 0 end
+      r.base = math.max(t, now_us)
       -- The tokens due within rate_ahead(), as the queue's (limit_room): each such job
       -- starts at its token's instant (claim_jobs). Not under a queue rate, whose token
       -- instants the claim's jobs start at: one held for its key's later token would
@@ -388,7 +389,7 @@ local function key_claimed(ring, recs, deadline, now, now_us, now_s)
     local at = now_us
     local tat = r.tau and (r.next_tat or r.base)
     if r.tau and m > 0 then
-      redis.call('SET', r.tat, string.format('%d:%d', tat, r.tau), 'PX', math.floor((tat - now_us) / 1000) + 1)
+      redis.call('SET', r.tat, string.format('%d', tat), 'PX', math.floor((tat - now_us) / 1000) + 1)
     end
     if r.dry then
       gone[#gone + 1] = r.key
