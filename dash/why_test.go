@@ -109,6 +109,9 @@ func TestWhyKeyLimited(t *testing.T) {
 		t.Errorf("job page: why %q, waiting_on %q until %v; want %q, key concurrency, about the lease away",
 			j.Why, j.WaitingOn, j.WaitingUntil, want)
 	}
+	if j.WaitingUntil.Nanosecond()%int(time.Millisecond) != 0 {
+		t.Errorf("waiting_until %v, want whole milliseconds (a key's due time is in µs)", j.WaitingUntil)
+	}
 	if page := b.get(t, "/jobs/"+waiting+"?queue=default"); !strings.Contains(page.body, `data-field="limit-key">cust:1<`) {
 		t.Errorf("job page does not show the limit key:\n%s", page.body)
 	}

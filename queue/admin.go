@@ -65,8 +65,7 @@ func (s QueueStats) MarshalJSON() ([]byte, error) {
 	type plain QueueStats
 	var until *time.Time
 	if !s.WaitingUntil.IsZero() {
-		// Whole ms, as every other time (a key's due time is in µs), rounded up: "at the latest".
-		t := s.WaitingUntil.UTC().Add(time.Millisecond - 1).Truncate(time.Millisecond)
+		t := ceilMs(s.WaitingUntil).UTC()
 		until = &t
 	}
 	return json.Marshal(struct {
@@ -414,30 +413,6 @@ func (c *Client) Pause(ctx context.Context, queue string) error {
 // queue that is not paused changes nothing.
 func (c *Client) Resume(ctx context.Context, queue string) error {
 	return c.pause(ctx, "resume", queue, false)
-}
-
-// ResumeKey ends a handler's pause of limit key key (worker.PauseKey, an exec handler's
-// exit 77) before its time: the key's jobs are claimed again at once, the paused job
-// first. It reports whether the key was paused; a key that was not changes nothing.
-func (c *Client) ResumeKey(ctx context.Context, queue, key string) (bool, error) {
-	if err := ValidateQueue(queue); err != nil {
-		return false, err
-	}
-	if err := validateKey("limit key", key); err != nil {
-		return false, err
-	}
-	if key == "" {
-		return false, invalid("limit key is empty")
-	}
-	qk := c.keys.queue(queue)
-	var n int64
-	err := sent(ctx, "resume key "+key+" of "+queue, func() error {
-		var err error
-		n, err = c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events, qk.kpause(key), qk.ring},
-			"k", c.eventsMax(), key).Int64()
-		return err
-	})
-	return n == 1, err
 }
 
 // pause runs pause.lua: the flag and its event (paused, resumed) change in one step.

@@ -34,7 +34,7 @@ type Job struct {
 	MaxRetry   int
 	Timeout    time.Duration
 	CreatedAt  time.Time
-	RunAt      time.Time // when it was (or is) due; zero if never delayed, or retried since (Retry)
+	RunAt      time.Time // when it was (or is) due; zero if never delayed, retried since (Retry), or cancelled while waiting
 	StartedAt  time.Time // start of the latest attempt: to the microsecond for a worker's copy, to the ms when read back
 	FinishedAt time.Time // end of the latest attempt
 	Worker     string    // worker of the latest attempt

@@ -167,15 +167,49 @@ func (c *Client) LimitWaitOf(ctx context.Context, job *Job) (JobLimitWait, error
 		return JobLimitWait{}, err
 	}
 	if w := s.Waiting(); w != "" {
-		return JobLimitWait{string(w), fmt.Sprintf("the queue's %s limit (%s, %d running)", w, s.Limit, s.Running), s.Until()}, nil
+		return JobLimitWait{string(w), fmt.Sprintf("the queue's %s limit (%s, %d running)", w, s.Limit, s.Running), ceilMs(s.Until())}, nil
 	}
 	for _, k := range s.Keys {
 		if k.Key != job.LimitKey || job.LimitKey == "" {
 			continue
 		}
 		if why, until := k.Waiting(s.At); why != "" {
-			return JobLimitWait{why, fmt.Sprintf("its limit key %q (%s, %d running)", k.Key, why, k.Running), until}, nil
+			return JobLimitWait{why, fmt.Sprintf("its limit key %q (%s, %d running)", k.Key, why, k.Running), ceilMs(until)}, nil
 		}
 	}
 	return JobLimitWait{}, nil
+}
+
+// ResumeKey ends a handler's pause of limit key key (worker.PauseKey, an exec handler's
+// exit 77) before its time: the key's jobs are claimed again at once, the paused job
+// first. It reports whether the key was paused; a key that was not changes nothing.
+func (c *Client) ResumeKey(ctx context.Context, queue, key string) (bool, error) {
+	if err := ValidateQueue(queue); err != nil {
+		return false, err
+	}
+	if err := validateKey("limit key", key); err != nil {
+		return false, err
+	}
+	if key == "" {
+		return false, invalid("limit key is empty")
+	}
+	qk := c.keys.queue(queue)
+	var n int64
+	err := sent(ctx, "resume key "+key+" of "+queue, func() error {
+		var err error
+		n, err = c.run(ctx, scripts.Pause, []string{qk.paused, qk.wake, qk.events, qk.kpause(key), qk.ring},
+			"k", c.eventsMax(), key).Int64()
+		return err
+	})
+	return n == 1, err
+}
+
+// ceilMs is t in whole milliseconds, as every other time this package reports (a key's
+// due time is in µs), rounded up: a limit's "until when at the latest" must not read
+// earlier than it is.
+func ceilMs(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Add(time.Millisecond - 1).Truncate(time.Millisecond)
 }

@@ -52,20 +52,6 @@ local maxlen = tonumber(ARGV[7])
 local ev = event_buf(events, maxlen)
 local now = nil
 
--- behind_paused keeps the job a handler paused its key with (PauseKey: kpause:K holds its
--- ID) first in K's list, as PauseKey promises: a job of K handed back during the pause,
--- one claimed ahead before the pause began, goes right behind it instead of before it.
--- The paused job is then the list's last but one: two LSETs at the list's end, O(1).
-local function behind_paused(lkey, id)
-  local base = key_base(prefix)
-  local paused = redis.call('GET', base .. 'kpause:' .. lkey)
-  if not paused or paused == id then return end
-  local list = base .. 'kready:' .. lkey
-  if redis.call('LINDEX', list, -2) == paused then
-    redis.call('LSET', list, -2, id)
-    redis.call('LSET', list, -1, paused)
-  end
-end
 
 local out, n, freed, track = {}, 0, 0, {limit = KEYS[7]}
 for i = 8, #ARGV, 2 do
@@ -114,7 +100,7 @@ for i = 8, #ARGV, 2 do
       else
         redis.call('HSET', key, 'state', 'ready', 'lease', ended)
         push_ready(ready, prefix, id, job[6], true, now or now_ms())
-        if job[6] then behind_paused(job[6], id) end
+        if job[6] then behind_paused(prefix, job[6], id) end
       end
       -- The attempt in the event is the one given back (the hash's is one less now).
       if postpone then

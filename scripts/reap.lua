@@ -19,6 +19,9 @@
 -- KEYS[7]  jobs:{q}:outbox      HASH  read (EXISTS): resolutions for other slots waiting
 --                               for a worker to deliver them (see queue/outbox.go); a
 --                               reaped job that dies may add some (the lib's follow)
+-- Keys     named from ARGV[1] ("jobs:{q}:", the lib's keyed jobs): for a reaped job with
+--          limit key K, jobs:{q}:kready:K (RPUSH, and two LSETs to keep a paused job
+--          first: behind_paused), jobs:{q}:keys (ZADD NX), jobs:{q}:kpause:K (read)
 -- ARGV[1]  job key prefix       "jobs:{q}:job:"
 -- ARGV[2]  stats prefix         "jobs:{q}:stats:" (a reaped attempt counts as failed)
 -- ARGV[3]  limit                most jobs reaped in this call
@@ -54,6 +57,7 @@ for _, id in ipairs(expired) do
       redis.call('HSET', key, 'state', 'ready', 'finished_at', now)
       redis.call('HDEL', key, 'lease')
       push_ready(ready, prefix, id, job[8], true, now)
+      if job[8] then behind_paused(prefix, job[8], id) end
       n_ready = n_ready + 1
       event(ev, 'reaped', id, job[5], job[1], job[3], err)
     else

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobs-dev/jobs/internal/broker"
 	"github.com/jobs-dev/jobs/queue"
 )
 
@@ -275,4 +276,32 @@ func countEvents(evs []queue.Event, name queue.EventName) int {
 		}
 	}
 	return n
+}
+
+// A job of a paused key that is reaped during the pause goes behind the paused job,
+// which stays first, as PauseKey promises (R: only hand backs did).
+func TestReapedJobGoesBehindThePausedOne(t *testing.T) {
+	t.Parallel()
+	c := newClient(t)
+	paused := enqueue(t, c, "t", "", queue.LimitKey("a"))
+	other := enqueue(t, c, "t", "", queue.LimitKey("a"))
+	b := broker.Of(c)
+	jobs, err := b.Claim(ctx, "default", 2, 50*time.Millisecond, "w")
+	if err != nil || len(jobs) != 2 || jobs[0].ID != paused {
+		t.Fatalf("Claim() = %d jobs, %v; want both, the first first", len(jobs), err)
+	}
+	if err := b.PauseKey(ctx, jobs[0], time.Hour, "429"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the other's lease ends
+	if n, err := b.Reap(ctx, "default"); err != nil || n != 1 {
+		t.Fatalf("Reap() = %d, %v; want 1", n, err)
+	}
+	if was, err := c.ResumeKey(ctx, "default", "a"); err != nil || !was {
+		t.Fatalf("ResumeKey() = %v, %v", was, err)
+	}
+	got, err := b.Claim(ctx, "default", 1, time.Minute, "w")
+	if err != nil || len(got) != 1 || got[0].ID != paused {
+		t.Errorf("first claim after the pause = %v, %v; want the paused job %s, not the reaped %s", got, err, paused, other)
+	}
 }

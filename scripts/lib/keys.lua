@@ -38,6 +38,22 @@ local function push_ready(ready, prefix, id, lkey, head, now)
   if head then redis.call('RPUSH', list, id) else redis.call('LPUSH', list, id) end
 end
 
+-- behind_paused keeps the job a handler paused its key with (PauseKey: kpause:K holds its
+-- ID) first in K's list, as PauseKey promises: a job of K put back at the head during the
+-- pause (handed back: claimed ahead before the pause began; or reaped) goes right behind
+-- it instead of before it. Called after push_ready put id at the head. The paused job is
+-- then the list's last but one: two LSETs at the list's end, O(1).
+local function behind_paused(prefix, lkey, id)
+  local base = key_base(prefix)
+  local paused = redis.call('GET', base .. 'kpause:' .. lkey)
+  if not paused or paused == id then return end
+  local list = base .. 'kready:' .. lkey
+  if redis.call('LINDEX', list, -2) == paused then
+    redis.call('LSET', list, -2, id)
+    redis.call('LSET', list, -1, paused)
+  end
+end
+
 -- unready takes waiting job id off its ready list (ready, or its key's list; the key
 -- leaves the ring when that was its last job), for cancel and delete.
 local function unready(ready, prefix, id, lkey)
