@@ -285,7 +285,7 @@ func pauseCommands(e *env) []*cli.Command {
 				if err != nil || was {
 					return fmt.Sprintf("limit key %s of %s resumed", clean(k, false), q), err
 				}
-				return fmt.Sprintf("limit key %s of %s was not paused", clean(k, false), q), nil
+				return fmt.Sprintf("limit key %s of %s is not paused: nothing to resume", clean(k, false), q), nil
 			}),
 	}
 }

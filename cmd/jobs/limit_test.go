@@ -236,7 +236,7 @@ func TestResumeKey(t *testing.T) {
 	if r := jobs(t, p, "", "resume", "crm", "--key", "cust:1"); r.code != 0 || r.stdout != "limit key cust:1 of crm resumed\n" {
 		t.Errorf("resume --key = %+v, want it resumed", r)
 	}
-	if r := jobs(t, p, "", "resume", "crm", "--key", "cust:1"); r.code != 0 || r.stdout != "limit key cust:1 of crm was not paused\n" {
+	if r := jobs(t, p, "", "resume", "crm", "--key", "cust:1"); r.code != 0 || r.stdout != "limit key cust:1 of crm is not paused: nothing to resume\n" {
 		t.Errorf("resume --key again = %+v, want not paused, exit 0", r)
 	}
 	if got, err := broker.Of(client).Claim(ctx, "crm", 1, time.Minute, "w"); err != nil || len(got) != 1 {
