@@ -34,22 +34,17 @@ func openLive(t *testing.T, b *bundle) *liveClient {
 // next returns the next stats snapshot.
 func (l *liveClient) next(t *testing.T) liveData {
 	t.Helper()
-	event := ""
-	for l.sc.Scan() {
-		line := l.sc.Text()
-		if v, ok := strings.CutPrefix(line, "event: "); ok {
-			event = v
+	for {
+		event, v := l.nextEvent(t)
+		if event != "stats" {
+			continue
 		}
-		if v, ok := strings.CutPrefix(line, "data: "); ok && event == "stats" {
-			var d liveData
-			if err := json.Unmarshal([]byte(v), &d); err != nil {
-				t.Fatalf("live data %q: %v", v, err)
-			}
-			return d
+		var d liveData
+		if err := json.Unmarshal([]byte(v), &d); err != nil {
+			t.Fatalf("live data %q: %v", v, err)
 		}
+		return d
 	}
-	t.Fatalf("live stream ended: %v", l.sc.Err())
-	return liveData{}
 }
 
 // TestLiveSharedSnapshots: three tabs on /live get the same snapshots, read once per
