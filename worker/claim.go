@@ -141,6 +141,7 @@ func (l *loop) placeHeld(q *queueState, now time.Time) {
 				} else if j.StartedAt.Before(rep.redis) {
 					// Handed to this worker before the claim ran (handoff.go): its lease
 					// is older.
+					l.mark(traceDrained)
 					r.renewed = l.handedAt(q, j.StartedAt, rep.sent)
 					r.claimed = r.renewed
 				}

@@ -43,7 +43,7 @@ func benchPickup(b *testing.B, gap time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var marks [4]atomic.Int64 // by tracePoint: the first of each since the last reset
+	var marks [traceDrained + 1]atomic.Int64 // by tracePoint: the first of each since the last reset
 	started := make(chan time.Time, 1)
 	w, err := New(c, Config{Concurrency: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Handler: HandlerFunc(func(context.Context, *queue.Job) error {

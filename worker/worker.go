@@ -201,6 +201,7 @@ const (
 	traceClaim                     // a claim (exchange with n > 0) is sent
 	traceClaimed                   // its reply came back
 	traceHanded                    // a wait returned a job handed to this worker
+	traceDrained                   // a claim's reply carried a job handed to this worker (its hand list drained)
 )
 
 // ErrRunning is returned by Run when another Run of the same Worker is in progress.
