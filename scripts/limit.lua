@@ -127,20 +127,24 @@ local function zadd_all(key, z)
   end
 end
 
--- ktrack: could some key's concurrency bind (see the header)?
+-- base: "jobs:{q}:", that the keys named from KEYS[1] are built on.
+local base = string.sub(limit, 1, -6)
+-- ktrack: could some key's concurrency bind (see the header)? h: the limits as this call
+-- left them (nothing below changes a limit, only the flags), also for the event.
 local h, track = {}, false
 local all = redis.call('HGETALL', limit)
 for i = 1, #all, 2 do h[all[i]] = all[i + 1] end
-local qconc, own = tonumber(h.concurrency) or 0, false
+local qconc, owned = tonumber(h.concurrency) or 0, 0
 for f, v in pairs(h) do
   if f == 'key' or string.sub(f, 1, 4) == 'key:' then
-    if f ~= 'key' then own = true end
+    if f ~= 'key' then owned = owned + 1 end
     local c = tonumber(string.match(v, '^(%d+) '))
     if c and c > 0 and (qconc == 0 or c < qconc) then track = true end
   end
 end
 -- kown: '1' while some key has its own limits, so that a claim reads the keys' own
 -- fields (one HMGET of a field per key served) only then.
+local own = owned > 0
 if own and h.kown ~= '1' then
   redis.call('HSET', limit, 'kown', '1')
 elseif not own and h.kown then
@@ -149,7 +153,6 @@ end
 if track and h.ktrack ~= '1' and tracked then
   redis.call('HSET', limit, 'ktrack', '1') -- limits from before kflags: their leases are kept
 elseif track ~= tracked then
-  local base = string.sub(limit, 1, -6)
   -- Every lease in active (expired ones too, until reaped: kactive:K holds exactly the
   -- leases of K's jobs in active), grouped by key.
   local leases, byk, keys = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'), {}, {}
@@ -180,7 +183,7 @@ end
 -- claim: the keys named, or all of them when the default changed. A claim puts back one
 -- the new limits still hold. Not a key a handler paused (kpause:K): its pause stands.
 if kchanged and #fields > 0 then
-  local base, ring = string.sub(limit, 1, -6), string.sub(limit, 1, -6) .. 'keys'
+  local ring = base .. 'keys'
   -- now in us as an integer string: Lua's tostring keeps 14 digits of its 16.
   local us = string.format('%.0f', now_us())
   local later, places = {}, {}
@@ -215,26 +218,21 @@ end
 -- own, and the own limits of the keys this call named (10 at most).
 local function spec_text(v)
   if not v then return 'back to the default' end
-  local c, r, p, b = string.match(v or '', '^(%d+) (%d+) (%d+) (%d+)$')
+  local c, r, p, b = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
   local t = {}
   if c and c ~= '0' then t[#t + 1] = 'concurrency ' .. c end
   if r and r ~= '0' then t[#t + 1] = 'rate ' .. r .. '/' .. p .. 'ms burst ' .. b end
   if #t == 0 then return 'none' end
   return table.concat(t, ' ')
 end
-local cur, desc, owned = redis.call('HGETALL', limit), {}, 0
-local q = {}
-for i = 1, #cur, 2 do
-  q[cur[i]] = cur[i + 1]
-  if string.sub(cur[i], 1, 4) == 'key:' then owned = owned + 1 end
-end
-if q.concurrency then desc[#desc + 1] = 'concurrency ' .. q.concurrency end
-if q.rate then desc[#desc + 1] = 'rate ' .. q.rate .. '/' .. q.period_ms .. 'ms burst ' .. q.burst end
-if q.key then desc[#desc + 1] = 'every key ' .. spec_text(q.key) end
+local desc = {}
+if h.concurrency then desc[#desc + 1] = 'concurrency ' .. h.concurrency end
+if h.rate then desc[#desc + 1] = 'rate ' .. h.rate .. '/' .. h.period_ms .. 'ms burst ' .. h.burst end
+if h.key then desc[#desc + 1] = 'every key ' .. spec_text(h.key) end
 if owned > 0 then desc[#desc + 1] = owned .. ' keys with limits of their own' end
 if #ARGV >= 12 and (kc ~= '' or kr ~= '') then
   for i = 12, math.min(#ARGV, 21) do
-    desc[#desc + 1] = 'key ' .. ARGV[i] .. ' ' .. spec_text(q['key:' .. ARGV[i]])
+    desc[#desc + 1] = 'key ' .. ARGV[i] .. ' ' .. spec_text(h['key:' .. ARGV[i]])
   end
   if #ARGV > 21 then desc[#desc + 1] = 'and ' .. (#ARGV - 21) .. ' more keys' end
 end
