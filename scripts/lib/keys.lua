@@ -92,8 +92,14 @@ end
 -- it, ackclaim.lua, reads them there instead of again: nothing the ack does changes them).
 local function key_tracked(track)
   if track.on == nil then
-    track.l = limit_fields(track.limit)
-    track.on = key_flags(track.limit, track.l[6], nil, track.l[9])
+    local l = limit_fields(track.limit)
+    track.l, track.on = l, key_flags(track.limit, l[6], nil, l[9])
+    if not l[9] then
+      -- Read without kflags (no hash, or one from before the flags): the fields as
+      -- key_flags read them, with kflags, so that the claim reading them after does not
+      -- ask Redis again.
+      l[6], l[8], l[9] = track.on and '1', track.on and '1', '1'
+    end
   end
   return track.on
 end
@@ -211,13 +217,6 @@ local function key_spec(s)
   return {conc = tonumber(c), rate = tonumber(r), period = tonumber(p), burst = math.max(tonumber(b), 1)}
 end
 
--- key_rated says whether key limit s (as limit.lua stores it, key_spec) may have a rate:
--- false for none or a rate of 0, found without parsing the rest.
-local function key_rated(s)
-  if not s then return false end
-  return string.find(s, '^%d+ 0 ') == nil
-end
-
 -- key_specs reads the own limits of due's keys from the from-th on (the limits HASH's
 -- fields 'key:'..K) into specs at the same places (false: none).
 local function key_specs(limit, due, from, specs)
@@ -309,7 +308,7 @@ end
 local function pop_plain(due, want, base, ids)
   local kready, keys, q, now_s = base .. 'kready:', due.keys, due.q, due.now_s
   local lists, places, gone, nl, ng = {}, {}, {}, 0, 0
-  local n, counts, i, last = #ids, {}, 0, due_last(due)
+  local n, counts, i, last, call = #ids, {}, 0, due_last(due), redis.call
   while true do
     local left = want - n
     if left <= 0 then break end
@@ -329,9 +328,28 @@ local function pop_plain(due, want, base, ids)
       if left < room then room = left end
     end
     local list = kready .. k
-    local from = n
-    n = list_pop(list, room, ids, n, counts)
-    if n - from < room then
+    -- list_pop's, inline: this runs per key.
+    local gave = 0
+    if room == 1 then
+      local id = call('RPOP', list)
+      if id then
+        gave, n = 1, n + 1
+        ids[n] = id
+      end
+    else
+      local c = counts[room]
+      if not c then
+        c = string.format('%d', room)
+        counts[room] = c
+      end
+      local got = call('RPOP', list, c)
+      if got then
+        gave = #got
+        for j = 1, gave do ids[n + j] = got[j] end
+        n = n + gave
+      end
+    end
+    if gave < room then
       ng = ng + 1
       gone[ng] = k
     else
@@ -384,8 +402,12 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     g.ktrack, g.kown = key_flags(limit, g.ktrack, g.kown, g.kflags)
     g.kread = true
   end
-  -- No key's limits can cut this claim: nothing to follow per key (pop_plain).
-  if not g.ktrack and not g.kown and not key_rated(g.kdef) then return pop_plain(due, want, base, ids) end
+  -- No key's limits can cut this claim: nothing to follow per key (pop_plain). The keys'
+  -- default has no rate when it has none of any kind or its rate is 0 (key_spec's
+  -- format), found without parsing it.
+  if not g.ktrack and not g.kown and (not g.kdef or string.find(g.kdef, '^%d+ 0 ')) then
+    return pop_plain(due, want, base, ids)
+  end
   -- The keys' own limits, when some key has one (the field kown, see limit.lua).
   local specs = nil
   if g.kown then
