@@ -15,7 +15,7 @@ import (
 // scripts/lib), the second builds a record per key (a key rate is followed per job), so
 // the two are run side by side on the same work: 60 keys of 1 to 30 jobs (a key with
 // exactly the quantum's jobs gives its last one without running short), jobs without a
-// key, and claims of 1 to 120 jobs, some of them larger than every due key's share (the
+// key, and claims of 2 to 120 jobs, some of them larger than every due key's share (the
 // keys that gave all they were asked for give more).
 func TestKeyClaimWithoutKeyLimitsAsUnderLimitsThatNeverBind(t *testing.T) {
 	c := setup(t, Config{})
@@ -57,7 +57,9 @@ func TestKeyClaimWithoutKeyLimitsAsUnderLimitsThatNeverBind(t *testing.T) {
 	}
 	claimed := 0
 	for claim := 0; claimed < len(keyOf); claim++ {
-		n := []int{1, 2, 5, 16, 33, 120}[rng.IntN(6)]
+		// Not 1: a claim of one while jobs without a key wait takes a key's job or one of
+		// those by the parity of Redis's clock, which the two queues' claims need not share.
+		n := []int{2, 3, 5, 16, 33, 120}[rng.IntN(6)]
 		var got [2][]string
 		var rings [2][]string
 		for i, q := range []string{"plain", "ruled"} {

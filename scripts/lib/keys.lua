@@ -200,8 +200,8 @@ local function due_more(ring, due, left)
 end
 
 -- due_last is the place in due of the last key that may be due now: due.n unless due is
--- full, and then at most the ring's size (waiting). From the i-th key on, due_last(due) -
--- i + 1 keys may be due, and a key's share of a claim is what is left divided by that
+-- full, and then at most the ring's size (waiting). A key's share of a claim is what is
+-- left divided by the keys that may be due from its place i on, due_last(due) - i + 1
 -- (pop_keyed). Changed only by due_more: read again after it.
 local function due_last(due)
   if due.full and due.waiting > due.n then return due.waiting end
@@ -268,12 +268,10 @@ local function key_pop(r, room, ids, keyof, n, counts)
 end
 
 -- list_pop pops up to room job IDs (room > 0) from the key's list list, oldest first,
--- onto ids (n of them so far). counts: the claim's cache of counts formatted. Returns
--- the new n.
+-- onto ids (n of them so far), as key_pop does (see there why so). counts: the claim's
+-- cache of counts formatted. Returns the new n.
 local function list_pop(list, room, ids, n, counts)
   if room == 1 then
-    -- RPOP without a count returns the ID itself: no array to build, about half the
-    -- cost of a call with one.
     local id = redis.call('RPOP', list)
     if id then
       n = n + 1
@@ -281,7 +279,6 @@ local function list_pop(list, room, ids, n, counts)
     end
     return n
   end
-  -- The count as a string: Redis would format a number with a slow printf.
   local c = counts[room]
   if not c then
     c = string.format('%d', room)
@@ -289,7 +286,6 @@ local function list_pop(list, room, ids, n, counts)
   end
   local got = redis.call('RPOP', list, c)
   if got then
-    -- A numeric loop: ipairs calls its iterator (a C function) once per job.
     for j = 1, #got do ids[n + j] = got[j] end
     n = n + #got
   end
@@ -494,11 +490,10 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
   return recs
 end
 
--- dry_lists says which of the lists lists[1..nl] are gone, when missing of them are (an
--- EXISTS of them all counted nl - missing): one EXISTS each, from the last on (most
--- often the last key served, asked for what the claim still lacked, is the one that
--- gave its last job), until all the missing are found; none for the rest when they are
--- all missing. Returns a table, true at the places of the gone ones.
+-- dry_lists says which of lists[1..nl] are gone, missing of them being gone (an EXISTS
+-- of them all counted nl - missing): one EXISTS each from the last on (most often the
+-- last key served, asked for what the claim lacked, gave its last job) until all the
+-- missing are found, none when all that are left are. Returns true at their places.
 local function dry_lists(lists, nl, missing)
   local dry = {}
   for c = nl, 1, -1 do
