@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,6 +53,12 @@ func (l *loop) post(res result) {
 func (l *loop) sendExchange(q *queueState, n int, now time.Time) {
 	acks := q.acks[:min(len(q.acks), proto.MaxBatch)]
 	q.acks = append([]*run(nil), q.acks[len(acks):]...)
+	// In job ID order, not the order the handlers returned: Redis removes each lease from
+	// active, a skiplist ordered by deadline then ID, and one claim's leases share a
+	// deadline, so acks in ID order each find theirs near the front. A claim over limit
+	// keys takes a key's jobs together, and their IDs are far apart: acks in the order
+	// they ran cost Redis about 500 more instructions a job (callgrind).
+	slices.SortFunc(acks, func(a, b *run) int { return strings.Compare(a.job.ID, b.job.ID) })
 	q.inflight++
 	if n > 0 {
 		q.claiming++
