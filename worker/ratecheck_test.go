@@ -133,12 +133,13 @@ func (rec *claimLateness) rateKept(t *testing.T, name string, starts []time.Time
 	if len(sends) > 0 {
 		median, worst = sends[len(sends)/2], sends[len(sends)-1]
 	}
-	// The time lost is left out only when the claims came late, not the workers' timers: a
-	// worker that waited longer than Redis said would make every claim late and its losses
-	// look like the machine's. Its own timer, on a machine loaded to 13 on 2 cores, sent
-	// the claims 1-1.5ms late in the median.
-	if median > 10*time.Millisecond {
-		t.Errorf("the workers sent their claims %v late in the median after a rate reply, want under 10ms", median)
+	// The time lost is left out only when the claims came late, not when the worker chose
+	// to send them late: a worker that waited longer than Redis said would make every
+	// claim late, and its losses look like the machine's. Its own timer, as the design
+	// budgets it (rate_ahead), is late by less than 20ms: 1-2.6ms in the median at load 12
+	// on 2 cores, 7.5ms with two valgrind runs beside; 2 x Wait would be about 30ms.
+	if median > 20*time.Millisecond {
+		t.Errorf("the workers sent their claims %v late in the median after a rate reply, want under 20ms", median)
 	}
 	t.Logf("FIGURES %s: %d starts, most in any %v window %d, mean %.3f per %v (%.3f with the %v lost to claims sent late; "+
 		"%v lost in all), claims after a rate reply sent late by %v median, %v at most",
