@@ -280,8 +280,13 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   local deadline_s, now_s, attempts = string.format('%d', deadline), string.format('%d', now), {}
   -- etyp, eatt: the type and attempt of the started event added last (ev: none yet), for
   -- event_again: nothing else adds events in this loop.
-  local out, leased, etyp, eatt = {}, {}, ev, nil
+  -- m: the jobs claimed so far (out's length; leased has twice as many values): counted,
+  -- not taken with #, which is a search of the table's array each time.
+  local out, leased, etyp, eatt, m = {}, {}, ev, nil, 0
   local next_ms = (now + 1) * 1000 -- the first microsecond after now's millisecond
+  -- The last start's millisecond formatted (at_ms, at_s): under a fast rate most jobs
+  -- that start after now's millisecond share one.
+  local at_ms, at_s = now, now_s
   -- The queue rate's token instants (rate_start), from locals: this loop runs per job.
   local qtau, qbase, qburst = g.tau, g.base, g.burst
   for k, id in ipairs(ids) do
@@ -290,7 +295,8 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
     -- attempt is counted from it, instead of EXISTS + HINCRBY + HGETALL.
     local job = redis.call('HGETALL', key)
     local attempt, state, typ = 1, nil, nil
-    for i = 1, #job, 2 do
+    local nj = #job
+    for i = 1, nj, 2 do
       local f = job[i]
       if f == 'attempt' then
         attempt = tonumber(job[i + 1]) + 1
@@ -308,7 +314,7 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       local start = now_us
       if qtau then
         -- rate_start's, inline: this runs per job.
-        local t = qbase + (#out + 1 - qburst) * qtau
+        local t = qbase + (m + 1 - qburst) * qtau
         if t > now_us then start = t end
       end
       -- A job under its key's rate starts at its key token's instant too: later than now
@@ -326,7 +332,11 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
       -- under a fast rate, most jobs of a claim start a few microseconds apart, within
       -- now's millisecond.
       local started = now_s
-      if start >= next_ms then started = string.format('%d', math.floor(start / 1000)) end
+      if start >= next_ms then
+        local ms = math.floor(start / 1000)
+        if ms ~= at_ms then at_ms, at_s = ms, string.format('%d', ms) end
+        started = at_s
+      end
       local att = attempts[attempt]
       if not att then att = string.format('%d', attempt); attempts[attempt] = att end
       redis.call('HSET', key, 'attempt', att, 'state', 'active', 'started_at', started,
@@ -335,22 +345,23 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
         event(ev, 'started', id, typ, att, worker, '')
         etyp, eatt = typ, att
       end
-      job[#job + 1] = id
-      job[#job + 1] = attempt
-      job[#job + 1] = k
-      job[#job + 1] = start
-      out[#out + 1] = job
-      leased[#leased + 1] = deadline_s
-      leased[#leased + 1] = id
+      job[nj + 1] = id
+      job[nj + 2] = attempt
+      job[nj + 3] = k
+      job[nj + 4] = start
+      m = m + 1
+      out[m] = job
+      leased[2 * m - 1] = deadline_s
+      leased[2 * m] = id
       if r then
         r.m = r.m + 1
         if r.ids then r.ids[r.m] = id end
       end
     end
   end
-  if #leased > 0 then redis.call('ZADD', active, unpack(leased)) end
+  if m > 0 then redis.call('ZADD', active, unpack(leased)) end
   if recs then key_claimed(ring, recs, deadline, now, now_us, due.now_s) end
-  limit_take(limit, g, #out)
+  limit_take(limit, g, m)
   if #ids < g.n then
     g.why = nil -- ready and the due keys ran dry before the queue's limit was met
     -- Every key left is held back by its own limits: say until when.
@@ -359,8 +370,8 @@ local function claim_jobs(ready, active, paused, limit, prefix, n, lease_ms, wor
   -- Unexpired leases after the claim, with a concurrency limit: those it counted (after
   -- any acks of the same call) and the jobs it leased.
   local running
-  if g.running and g.conc > 0 then running = g.running + #out end
-  return out, limit_reply(g, ready, active, ring, #out, now, now_us), g.conc, running, g.bound
+  if g.running and g.conc > 0 then running = g.running + m end
+  return out, limit_reply(g, ready, active, ring, m, now, now_us), g.conc, running, g.bound
 end
 
 -- wake_freed wakes workers waiting on the queue's concurrency limit after a script freed
