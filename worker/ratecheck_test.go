@@ -16,15 +16,16 @@ import (
 // Redis's clock) in any window of one period never exceed rate + burst - 1, and a
 // binding rate is delivered in full. The first holds exactly whatever the machine does.
 // The second is not the product's alone: a worker that met the rate is told to claim
-// again when the next token is 20ms (rate_ahead) from due; GCRA gives no lost time back,
-// so a token whose claims all reach Redis more than 20ms after that is lost for the time
-// they were late. On a machine loaded past its 2 cores (-race, load 8 to 13) the test
+// again when the next token is 20ms (rate_ahead) from due, and GCRA gives no lost time
+// back, so when every claim for a token reaches Redis after the token is due, the time
+// past it is lost. On a machine loaded past its 2 cores (-race, load 8 to 13) the test
 // process's timers, or Redis, or the replies between them, stall for 20 to 250ms now and
 // then, and a 10s run lost up to 400ms that way (19.19/s). So claimTimer measures, by
 // Redis's clock, how late each claim came against the time Redis asked for it, and
 // rateKept leaves out of the mean the time a token was lost by at most the lateness of
 // the claim that took it. What remains, tokens lost while the claims came when asked, is
-// the product's, held to the 2% of issue 16.
+// the product's, held to the 2% of issue 16; and the workers' own timers must be late by
+// less than rate_ahead in the median, or the time left out would be theirs.
 
 // startTimedWorker is startWorker for a worker whose claims rec times.
 func startTimedWorker(t *testing.T, c *queue.Client, cfg Config, rec *claimLateness) (stop func()) {
