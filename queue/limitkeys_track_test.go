@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -357,6 +358,36 @@ func TestKeyLimitsStoredBeforeTheFlags(t *testing.T) {
 	}
 	if n := c.rdb.Exists(ctx, qk.limit).Val(); n != 0 {
 		t.Errorf("limits hash after removing every limit: %v", c.rdb.HGetAll(ctx, qk.limit).Val())
+	}
+}
+
+// An AckClaim whose acks read the limits first (a keyed job's) passes them to its claim
+// as the flags made of them: limits stored before the flags still mean every key's own
+// limits read and its leases kept. a (the default, 1) and b (its own, 2) each had a job
+// acked; the claim after the acks takes one of a and two of b, then none.
+func TestKeyLimitsStoredBeforeTheFlagsAfterAcks(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	enqueueN(t, c, 3, LimitKey("a"))
+	enqueueN(t, c, 3, LimitKey("b"))
+	c.rdb.HSet(ctx, qk.limit, "key", "1 0 0 0", "key:b", "2 0 0 0")
+	first, _ := claimLimited(t, c, "default", 10) // a's 1, b's 2
+	var done []*Job                               // a's job and one of b's
+	for _, j := range first {
+		if j.LimitKey == "a" || j.LimitKey == "b" && !slices.ContainsFunc(done, func(d *Job) bool { return d.LimitKey == "b" }) {
+			done = append(done, j)
+		}
+	}
+	_, jobs, _, err := c.broker().AckClaimLimited(ctx, "default", done, make([][]byte, len(done)), 10, 30*time.Second, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey := map[string]int{}
+	for _, j := range jobs {
+		perKey[j.LimitKey]++
+	}
+	if len(first) != 3 || perKey["a"] != 1 || perKey["b"] != 1 {
+		t.Fatalf("claim after acking %d of the first %d jobs = %v; want a 1, b 1 (each back at its limit)", len(done), len(first), perKey)
 	}
 }
 

@@ -92,8 +92,14 @@ end
 -- it, ackclaim.lua, reads them there instead of again: nothing the ack does changes them).
 local function key_tracked(track)
   if track.on == nil then
-    track.l = limit_fields(track.limit)
-    track.on = key_flags(track.limit, track.l[6], nil, track.l[9])
+    local l = limit_fields(track.limit)
+    track.l, track.on = l, key_flags(track.limit, l[6], nil, l[9])
+    if not l[9] then
+      -- Read without kflags (no hash, or one from before the flags): the fields as
+      -- key_flags read them, with kflags, so that the claim reading them after does not
+      -- ask Redis again.
+      l[6], l[8], l[9] = track.on and '1', track.on and '1', '1'
+    end
   end
   return track.on
 end
@@ -193,12 +199,13 @@ local function due_more(ring, due, left)
   return #more
 end
 
--- due_left is how many keys may be due from due's i-th on: all of them are in due unless
--- it is full, and then at most the ring's keys (waiting) from the i-th on. A key's share
--- of a claim is what is left divided by it (pop_keyed).
-local function due_left(due, i)
-  if due.full then return math.max(due.waiting - i + 1, due.n - i + 1) end
-  return due.n - i + 1
+-- due_last is the place in due of the last key that may be due now: due.n unless due is
+-- full, and then at most the ring's size (waiting). A key's share of a claim is what is
+-- left divided by the keys that may be due from its place i on, due_last(due) - i + 1
+-- (pop_keyed). Changed only by due_more: read again after it.
+local function due_last(due)
+  if due.full and due.waiting > due.n then return due.waiting end
+  return due.n
 end
 
 -- key_spec parses a key limit as limit.lua stores it: "concurrency rate period_ms burst",
@@ -260,6 +267,114 @@ local function key_pop(r, room, ids, keyof, n, counts)
   return n
 end
 
+-- list_pop pops up to room job IDs (room > 0) from the key's list list, oldest first,
+-- onto ids (n of them so far), as key_pop does (see there why so). counts: the claim's
+-- cache of counts formatted. Returns the new n.
+local function list_pop(list, room, ids, n, counts)
+  if room == 1 then
+    local id = redis.call('RPOP', list)
+    if id then
+      n = n + 1
+      ids[n] = id
+    end
+    return n
+  end
+  local c = counts[room]
+  if not c then
+    c = string.format('%d', room)
+    counts[room] = c
+  end
+  local got = redis.call('RPOP', list, c)
+  if got then
+    for j = 1, #got do ids[n + j] = got[j] end
+    n = n + #got
+  end
+  return n
+end
+
+-- pop_plain is pop_keyed for a claim no key's limits can cut: no key's leases are kept
+-- (g.ktrack off: no key's concurrency could bind) and no key has a rate, its own or the
+-- default. Each due key gives its share (as in pop_keyed), and nothing follows a key or
+-- its jobs but its place in the ring, so no record is built per key (a Lua table costs
+-- about 3,000 Redis instructions, made and collected; each served key's part of the
+-- claim cost about 16,000 with one): the keys that gave all they were asked for (they
+-- may have more) go in lists (their lists) and places (the ring's ZADD arguments: now
+-- and the key), those that gave less (their list is gone) in gone. Returns {lists,
+-- places, nl (how many in lists), gone, ng}, which key_claimed settles.
+local function pop_plain(due, want, base, ids)
+  local kready, keys, q, now_s = base .. 'kready:', due.keys, due.q, due.now_s
+  local lists, places, gone, nl, ng = {}, {}, {}, 0, 0
+  local n, counts, i, last, call = #ids, {}, 0, due_last(due), redis.call
+  while true do
+    local left = want - n
+    if left <= 0 then break end
+    i = i + 1
+    if i > due.n then
+      -- The keys looked at ran short (some had fewer than their share): look further.
+      if due_more(base .. 'keys', due, left) == 0 then break end
+      last = due_last(due)
+    end
+    local k = keys[i]
+    -- Its share, as in pop_keyed.
+    local share = left / (last - i + 1)
+    local room = share - share % 1
+    if room < share then room = room + 1 end
+    if room < q and room < left then
+      room = q
+      if left < room then room = left end
+    end
+    local list = kready .. k
+    -- list_pop's, inline: this runs per key.
+    local gave = 0
+    if room == 1 then
+      local id = call('RPOP', list)
+      if id then
+        gave, n = 1, n + 1
+        ids[n] = id
+      end
+    else
+      local c = counts[room]
+      if not c then
+        c = string.format('%d', room)
+        counts[room] = c
+      end
+      local got = call('RPOP', list, c)
+      if got then
+        gave = #got
+        for j = 1, gave do ids[n + j] = got[j] end
+        n = n + gave
+      end
+    end
+    if gave < room then
+      ng = ng + 1
+      gone[ng] = k
+    else
+      nl = nl + 1
+      lists[nl], places[2 * nl - 1], places[2 * nl] = list, now_s, k
+    end
+  end
+  -- Every due key had its turn and the claim is still short: the keys that gave all
+  -- they were asked for give more, in the same order, each what is left at most (as in
+  -- pop_keyed, without limits).
+  if want - n > 0 and nl > 0 then
+    local kept_lists, kept_places, kept = {}, {}, 0
+    for c = 1, nl do
+      local left = want - n
+      local from = n
+      if left > 0 then n = list_pop(lists[c], left, ids, n, counts) end
+      if n - from < left then
+        ng = ng + 1
+        gone[ng] = places[2 * c]
+      else
+        kept = kept + 1
+        kept_lists[kept], kept_places[2 * kept - 1], kept_places[2 * kept] = lists[c], now_s, places[2 * c]
+      end
+    end
+    lists, places, nl = kept_lists, kept_places, kept
+  end
+  return {lists = lists, places = places, nl = nl, gone = gone, ng = ng}
+end
+
 -- pop_keyed pops up to want job IDs from the due keys (ring order: due, from due_keys,
 -- extended by due_more when its keys run short), each key giving its share of what is
 -- left (round-robin), at least due.q of them (key_quantum; fewer when it has fewer, or
@@ -270,7 +385,8 @@ end
 -- g: limit_room's reply (g.kdef the default of every key, g.running when the queue has a
 -- concurrency limit).
 -- Appends to ids and keyof (the key's record of each); returns the per-key records that
--- key_claimed settles once the claim knows which jobs it took.
+-- key_claimed settles once the claim knows which jobs it took (pop_plain's reply instead
+-- when no key's limits can cut the claim).
 -- A key's leases are among the queue's (the same jobs, the same deadlines), so a key whose
 -- concurrency is above the queue's unexpired leases plus its share here cannot be full
 -- after this claim: its leases are not counted (one ZCOUNT or ZCARD of active for the
@@ -282,6 +398,12 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     g.ktrack, g.kown = key_flags(limit, g.ktrack, g.kown, g.kflags)
     g.kread = true
   end
+  -- No key's limits can cut this claim: nothing to follow per key (pop_plain). The keys'
+  -- default has no rate when it has none of any kind or its rate is 0 (key_spec's
+  -- format), found without parsing it.
+  if not g.ktrack and not g.kown and (not g.kdef or string.find(g.kdef, '^%d+ 0 ')) then
+    return pop_plain(due, want, base, ids)
+  end
   -- The keys' own limits, when some key has one (the field kown, see limit.lua).
   local specs = nil
   if g.kown then
@@ -289,7 +411,7 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     key_specs(limit, due, 1, specs)
   end
   local default = key_spec(g.kdef)
-  local recs, n, counts, i = {}, #ids, {}, 0
+  local recs, n, counts, i, last = {}, #ids, {}, 0, due_last(due)
   while true do
     local left = want - n
     if left <= 0 then break end
@@ -297,6 +419,7 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     if i > due.n then
       -- The keys looked at ran short (some had fewer than their share): look further.
       if due_more(base .. 'keys', due, left) == 0 then break end
+      last = due_last(due)
       if g.kown then key_specs(limit, due, i, specs) end
     end
     local k = due.keys[i]
@@ -308,9 +431,9 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
     if g.ktrack then r.act, r.ids = base .. 'kactive:' .. k, {} end
-    -- max(ceil(left / due_left(due, i)), min(due.q, left)), without a call: this runs per
-    -- key, and a claim may serve a hundred.
-    local share = left / due_left(due, i)
+    -- max(ceil(left / (keys that may be due from the i-th on)), min(due.q, left)),
+    -- without a call: this runs per key, and a claim may serve a hundred.
+    local share = left / (last - i + 1)
     local room = share - share % 1
     if room < share then room = room + 1 end
     if room < due.q and room < left then
@@ -367,6 +490,48 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
   return recs
 end
 
+-- dry_lists says which of lists[1..nl] are gone, missing of them being gone (an EXISTS
+-- of them all counted nl - missing): one EXISTS each from the last on (most often the
+-- last key served, asked for what the claim lacked, gave its last job) until all the
+-- missing are found, none when all that are left are. Returns true at their places.
+local function dry_lists(lists, nl, missing)
+  local dry = {}
+  for c = nl, 1, -1 do
+    if missing == 0 then break end
+    if missing == c or redis.call('EXISTS', lists[c]) == 0 then
+      dry[c] = true
+      missing = missing - 1
+    end
+  end
+  return dry
+end
+
+-- plain_claimed is key_claimed for pop_plain's keys (p, its reply): each gets its next
+-- place in the ring, now (behind the keys due before it) or gone when it has no job
+-- left. Which of those that gave all they were asked for ran dry is one EXISTS of their
+-- lists (dry_lists when it says some did).
+local function plain_claimed(ring, p)
+  local places, gone, nl, ng = p.places, p.gone, p.nl, p.ng
+  if nl > 0 then
+    local missing = nl - redis.call('EXISTS', unpack(p.lists, 1, nl))
+    if missing > 0 then
+      local dry, kept = dry_lists(p.lists, nl, missing), 0
+      for c = 1, nl do
+        if dry[c] then
+          ng = ng + 1
+          gone[ng] = places[2 * c]
+        else
+          kept = kept + 1
+          places[2 * kept - 1], places[2 * kept] = places[2 * c - 1], places[2 * c]
+        end
+      end
+      nl = kept
+    end
+  end
+  if nl > 0 then redis.call('ZADD', ring, unpack(places, 1, 2 * nl)) end
+  if ng > 0 then redis.call('ZREM', ring, unpack(gone, 1, ng)) end
+end
+
 -- key_claimed settles the keys pop_keyed took from: the leases of the jobs claimed
 -- (r.m of them, counted for a key with r.act or r.tau only; their IDs r.ids while the
 -- leases are kept) go into the key's lease set, its rate's tat moves on by one tau each, and the
@@ -374,25 +539,25 @@ end
 -- the keys due before it), or later when a limit holds it back: its earliest lease
 -- deadline (concurrency) or its next token (rate), whichever is later. Which keys ran
 -- dry is one EXISTS of their lists, not an LLEN each: a key that gave less than it asked
--- for has; one that gave all may have, asked one by one only when the EXISTS says some
--- did.
+-- for has; one that gave all may have (dry_lists finds which when the EXISTS says some
+-- did). recs: pop_keyed's reply (pop_plain's: plain_claimed).
 local function key_claimed(ring, recs, deadline, now, now_us, now_s)
+  if recs.places then return plain_claimed(ring, recs) end
   -- The ring's changes go in one ZADD and one ZREM: a claim may serve a hundred keys.
   -- Numeric loops: ipairs calls its iterator (a C function) once per key.
-  local places, gone, lists, nrecs = {}, {}, {}, #recs
+  local places, gone, lists, maybe, nrecs = {}, {}, {}, {}, #recs
   for j = 1, nrecs do
     local r = recs[j]
     if r.room > 0 and r.popped < r.room then
       r.dry = true
     else
       lists[#lists + 1] = r.list
+      maybe[#lists] = r
     end
   end
-  if #lists > 0 and redis.call('EXISTS', unpack(lists)) < #lists then
-    for j = 1, nrecs do
-      local r = recs[j]
-      if not r.dry then r.dry = redis.call('EXISTS', r.list) == 0 end
-    end
+  local missing = #lists > 0 and #lists - redis.call('EXISTS', unpack(lists)) or 0
+  if missing > 0 then
+    for c in pairs(dry_lists(lists, #lists, missing)) do maybe[c].dry = true end
   end
   for j = 1, nrecs do
     local r = recs[j]
