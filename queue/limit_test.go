@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,47 +88,112 @@ func TestConcurrencyWakeIgnoresExpiredLeases(t *testing.T) {
 	}
 }
 
+// gcraModel is the test's model of a queue rate's GCRA (limit_room in scripts/lib), by
+// Redis's clock: a claim at now takes the tokens due within 20ms (rate_ahead), each job
+// starting at its token's instant or now, whichever is later. The claims are checked
+// against it from their own Redis times, so one that a loaded machine made late (a sleep
+// that overslept, a stalled process) is held to the same exact rule as one on time.
+type gcraModel struct {
+	tau   time.Duration
+	burst int
+	tat   time.Time
+}
+
+// claim is what a claim of n jobs at now gets: each job's start.
+func (g *gcraModel) claim(now time.Time, n int) []time.Time {
+	base := g.tat
+	if now.After(base) {
+		base = now
+	}
+	tokens := 0
+	if ahead := now.Add(20*time.Millisecond + time.Duration(g.burst)*g.tau).Sub(base); ahead > 0 {
+		tokens = int(ahead / g.tau)
+	}
+	var starts []time.Time
+	for k := 1; k <= min(n, tokens); k++ {
+		start := base.Add(time.Duration(k-g.burst) * g.tau)
+		if start.Before(now) {
+			start = now
+		}
+		starts = append(starts, start)
+	}
+	g.tat = base.Add(time.Duration(len(starts)) * g.tau)
+	return starts
+}
+
+// nextToken is when the next token is due, as Limits reports it at at: zero when a start
+// is allowed then.
+func (g *gcraModel) nextToken(at time.Time) time.Time {
+	due := g.tat.Add(-time.Duration(g.burst-1) * g.tau)
+	if due.After(at) {
+		return due
+	}
+	return time.Time{}
+}
+
+// checkClaim checks the jobs a claim of n got against the model at the claim's Redis time.
+func (g *gcraModel) checkClaim(t *testing.T, what string, jobs []*Job, lim proto.Limited, n int) {
+	t.Helper()
+	want := g.claim(lim.Now, n)
+	var got []time.Time
+	for _, j := range jobs {
+		got = append(got, j.StartedAt)
+	}
+	if !slices.EqualFunc(got, want, time.Time.Equal) {
+		t.Errorf("%s at %v: jobs start at %v, want %v (GCRA)", what, lim.Now, got, want)
+	}
+}
+
 // The rate follows GCRA: a burst of B at once, then one token per period/rate; the
-// claim that meets it says exactly when the next token is due.
+// claim that meets it says exactly when the next token is due, and a job claimed 20ms
+// ahead of its token starts at the token's instant.
 func TestRateLimitGCRA(t *testing.T) {
 	c := setup(t, Config{})
 	if err := c.SetLimit(ctx, "default", Limit{Rate: 5, Period: time.Second, Burst: 2}); err != nil {
 		t.Fatal(err)
 	}
 	enqueueN(t, c, 10)
-	sent := time.Now() // before the first claim's Redis time, t
 	jobs, lim := claimLimited(t, c, "default", 10)
 	if len(jobs) != 2 || lim.By != proto.LimitRate {
 		t.Fatalf("claim of 10 under rate 5/s burst 2 = %d jobs, %+v; want 2, by rate", len(jobs), lim)
 	}
-	// Two tokens spent at t: tat = t+400ms, and the next is due at tat - (burst-1)*200ms;
-	// the next claim may come 20ms before (rate_ahead in scripts/lib).
-	if lim.Wait < 170*time.Millisecond || lim.Wait > 180*time.Millisecond {
-		t.Errorf("wait = %v, want 180ms less the call's time", lim.Wait)
+	t1 := lim.Now
+	if !jobs[0].StartedAt.Equal(t1) || !jobs[1].StartedAt.Equal(t1) {
+		t.Errorf("the burst's jobs start at %v and %v, want both at the claim's time %v", jobs[0].StartedAt, jobs[1].StartedAt, t1)
 	}
-	if more, lim := claimLimited(t, c, "default", 10); len(more) != 0 || lim.By != proto.LimitRate {
+	g := gcraModel{tau: 200 * time.Millisecond, burst: 2}
+	g.claim(t1, 10)
+	// Two tokens spent at t1: tat = t1+400ms, and the next is due at tat - (burst-1)*200ms;
+	// the next claim may come 20ms before (rate_ahead in scripts/lib).
+	if lim.Wait != 180*time.Millisecond {
+		t.Errorf("wait = %v, want 180ms", lim.Wait)
+	}
+	more, lim := claimLimited(t, c, "default", 10)
+	if lim.Now.Before(t1.Add(180*time.Millisecond)) && (len(more) != 0 || lim.By != proto.LimitRate) {
 		t.Errorf("claim with no token = %d jobs, %+v; want none, by rate", len(more), lim)
 	}
+	g.checkClaim(t, "the claim right after", more, lim, 8)
+	ready := 8 - len(more)
 	time.Sleep(lim.Wait)
-	more, _ := claimLimited(t, c, "default", 10)
-	back := time.Since(sent) // the second claim ran before t + back
-	if len(more) != 1 {
-		t.Fatalf("claim 20ms before the next token is due = %d jobs, want 1", len(more))
+	more, lim = claimLimited(t, c, "default", 10)
+	// On time, it runs 20ms before the next token is due, and its job starts at the
+	// token's instant, t1 + 200ms, not at the claim; a claim the machine made late starts
+	// its job at once: later, never before the token.
+	if lim.Now.Before(t1.Add(200 * time.Millisecond)) {
+		if len(more) != 1 || !more[0].StartedAt.Equal(t1.Add(200*time.Millisecond)) {
+			t.Errorf("claim %v before the next token = %d jobs, want 1, starting at the token's instant", t1.Add(200*time.Millisecond).Sub(lim.Now), len(more))
+		}
+	} else {
+		t.Logf("the claim meant to come 20ms before the token came %v after it", lim.Now.Sub(t1.Add(200*time.Millisecond)))
 	}
-	// Claimed ahead: it starts at its token's instant, t + 200ms, not at the claim. A claim
-	// that a loaded machine made late, after that instant, starts the job at once: later,
-	// but never before the token.
-	d := more[0].StartedAt.Sub(jobs[0].StartedAt)
-	if d < 200*time.Millisecond || d > max(201*time.Millisecond, back+time.Millisecond) ||
-		d > 201*time.Millisecond && back < 200*time.Millisecond {
-		t.Errorf("the job claimed ahead starts %v after the first, want 200ms (its token's instant)", d)
-	}
+	g.checkClaim(t, "the claim after the wait", more, lim, ready)
 	s, err := c.Limits(ctx)
 	if err != nil || len(s) != 1 {
 		t.Fatalf("Limits() = %+v, %v; want one queue", s, err)
 	}
-	if s[0].Waiting() != RateLimit || s[0].NextToken.Sub(s[0].At) <= 0 || s[0].NextToken.Sub(s[0].At) > 220*time.Millisecond {
-		t.Errorf("Limits() = %+v (waiting %q); want waiting on the rate, next token within 220ms", s[0], s[0].Waiting())
+	want := g.nextToken(s[0].At)
+	if !s[0].NextToken.Equal(want) || (s[0].Waiting() == RateLimit) != !want.IsZero() {
+		t.Errorf("Limits() = %+v (waiting %q); want the next token at %v (GCRA), waiting on the rate until then", s[0], s[0].Waiting(), want)
 	}
 }
 

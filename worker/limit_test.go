@@ -99,11 +99,11 @@ func TestConcurrencyLimitAcrossWorkers(t *testing.T) {
 		limit, n, took.Round(time.Millisecond), 100*float64(busy.Load())/float64(limit)/float64(took))
 }
 
-// Rate 20/s across 3 workers for 10s: starts (their token instants, by Redis's clock) in
-// any 1s window never exceed 20 (burst 1), and the mean rate is 20/s: a claim takes the
-// tokens due within 20ms, so a worker whose timer fires a little late loses nothing. Not
-// parallel: the mean depends on how late the workers' timers fire, which the package's
-// other tests, run at once, would make worse.
+// Rate 20/s across 3 workers for 10s (issue 16): starts (their token instants, by Redis's
+// clock) in any 1s window never exceed 20 (burst 1), and the mean rate is 20/s within 2%,
+// the time lost to claims the loaded machine sent late left out (rateKept): a claim takes
+// the tokens due within 20ms, so a worker whose timer fires a little late loses nothing.
+// Not parallel: the package's other tests, run at once, would make the workers later.
 func TestRateLimitAcrossWorkers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures for 10s")
@@ -121,9 +121,10 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
+	var rec claimLateness
 	var stops []func()
 	for range 3 {
-		stops = append(stops, startWorker(t, c, Config{Handler: h, Concurrency: 4, Logger: quiet}))
+		stops = append(stops, startTimedWorker(t, c, Config{Handler: h, Concurrency: 4, Logger: quiet}, &rec))
 	}
 	time.Sleep(10 * time.Second)
 	for _, stop := range stops {
@@ -131,27 +132,7 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	most, rate := startsPerSecond(starts)
-	if most > 20 {
-		t.Errorf("%d claims in a 1s window, want at most 20", most)
-	}
-	if len(starts) < 2 {
-		t.Fatalf("%d jobs started in 10s, want about 200", len(starts))
-	}
-	// Never over the rate, and within 2% under it (issue 16). A claim takes the tokens due
-	// within 20ms and the worker starts each job at its token's instant, so a worker's
-	// lateness costs nothing until it exceeds that: 20.000/s quiet, with -race too; at load
-	// 13-19 (the whole module's -race tests beside this one) 19.969 and 20.000/s. A token
-	// whose claim came later than that is lost, and a -race build on a machine loaded by
-	// four other processes lost 2.05% (19.59/s): under -race, within 4%.
-	least := 19.6
-	if raceEnabled {
-		least = 19.2
-	}
-	if rate < least || rate > 20.02 {
-		t.Errorf("mean rate %.3f/s over %d starts, want 20/s, at least %.1f (at most 20.02)", rate, len(starts), least)
-	}
-	t.Logf("FIGURES rate 20/s, 3 workers: %d starts in 10s, most in any 1s window %d, mean %.3f/s", len(starts), most, rate)
+	rec.rateKept(t, "rate 20/s, 3 workers, 10s", starts, 20, time.Second)
 }
 
 // A worker waiting on one queue's rate (next token in an hour) picks up another queue's

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -47,20 +46,23 @@ func (s skewed) shift(j *queue.Job) {
 	j.StartedAt, j.CreatedAt = j.StartedAt.Add(s.skew), j.CreatedAt.Add(s.skew)
 }
 
-// startSkewedWorker is startWorker for a worker whose clock is skew behind Redis's.
-func startSkewedWorker(t *testing.T, c *queue.Client, cfg Config, skew time.Duration) {
+// startSkewedWorker is startWorker for a worker whose clock is skew behind Redis's, its
+// claims timed by rec (on its monotonic clock, which no skew moves).
+func startSkewedWorker(t *testing.T, c *queue.Client, cfg Config, skew time.Duration, rec *claimLateness) {
 	t.Helper()
 	w, err := New(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec.timeClaims(w) // under the skew: it records the starts by Redis's clock
 	w.broker = skewed{w.broker, skew}
 	runWorker(t, w)
 }
 
 // Worker clocks skewed by -10, 0 and +10 minutes from Redis's change nothing: a binding
 // rate of 20/s across the three is kept (at most 20 starts, by Redis's clock, in any 1s
-// window) and delivered (the mean within a few percent), and a key's concurrency holds.
+// window) and delivered (the mean within 2%, the time lost to claims the loaded machine
+// sent late left out: rateKept), and a key's concurrency holds.
 // The workers' waits are durations Redis gives them (until the next token or slot, until
 // a job's reserved start: a gap between two Redis times), timed on their own monotonic
 // clocks from the reply; no wall clock of theirs is compared with Redis's.
@@ -84,6 +86,7 @@ func TestWorkerClockSkewChangesNothing(t *testing.T) {
 	running := map[string]int{}
 	most := 0
 	skews := []time.Duration{-10 * time.Minute, 0, 10 * time.Minute}
+	var rec claimLateness
 	for _, skew := range skews {
 		h := HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 			mu.Lock()
@@ -97,24 +100,14 @@ func TestWorkerClockSkewChangesNothing(t *testing.T) {
 			mu.Unlock()
 			return nil
 		})
-		startSkewedWorker(t, c, Config{Handler: h, Concurrency: 4, Logger: quiet}, skew)
+		startSkewedWorker(t, c, Config{Handler: h, Concurrency: 4, Logger: quiet}, skew, &rec)
 	}
 	time.Sleep(3 * time.Second)
 	mu.Lock()
 	defer mu.Unlock()
-	if len(starts) < 2 {
-		t.Fatalf("%d jobs started in 3s, want about 60", len(starts))
-	}
-	inWindow, rate := startsPerSecond(slices.Clone(starts))
-	if inWindow > 20 {
-		t.Errorf("%d starts in a 1s window, want at most 20", inWindow)
-	}
-	if rate < 18 || rate > 20.02 {
-		t.Errorf("mean rate %.2f/s, want 20/s", rate)
-	}
+	rec.rateKept(t, "workers skewed -10m, 0, +10m, rate 20/s", starts, 20, time.Second)
 	if most > 1 {
 		t.Errorf("%d jobs of one key ran at once, want at most 1 (key concurrency 1)", most)
 	}
-	t.Logf("FIGURES workers skewed -10m, 0, +10m: %d starts, most in any 1s window %d, mean %.3f/s, most of a key at once %d",
-		len(starts), inWindow, rate, most)
+	t.Logf("FIGURES workers skewed -10m, 0, +10m: most jobs of a key at once %d", most)
 }
