@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -20,6 +21,14 @@ import (
 func BenchmarkProcess(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
 		benchProcess(b, func(done func()) Handler {
+			return HandlerFunc(func(context.Context, *queue.Job) error { done(); return nil })
+		})
+	})
+	// keyed: the jobs spread over 1,000 limit keys under limits that never bind (queue
+	// concurrency 10,000 and rate 1,000,000/s, key concurrency 10,000), issue 16's case:
+	// what keyed jobs cost the worker beside plain ones (-cpuprofile), and Redis.
+	b.Run("keyed", func(b *testing.B) {
+		benchProcessOpts(b, benchKeyed, func(done func()) Handler {
 			return HandlerFunc(func(context.Context, *queue.Job) error { done(); return nil })
 		})
 	})
@@ -64,16 +73,37 @@ func (benchArgs) Kind() string { return "bench" }
 // benchPayload is 90 bytes of JSON that decodes into benchArgs.
 var benchPayload = []byte(`{"url":"https://example.com/images/0123456789/abcdefghij/klmnopqrstu/vwx.png","width":640}`)
 
+// benchKeyed sets never-binding limits on the default queue, and spreads its jobs over
+// 1,000 limit keys, one after another (job i under key i % 1,000).
+func benchKeyed(b *testing.B, c *queue.Client) func(i int) []queue.Option {
+	l := queue.Limit{Concurrency: 10000, Rate: 1000000, Period: time.Second, KeyConcurrency: 10000}
+	if err := c.SetLimit(context.Background(), queue.DefaultQueue, l); err != nil {
+		b.Fatal(err)
+	}
+	return func(i int) []queue.Option { return []queue.Option{queue.LimitKey(fmt.Sprint("k", i%1000))} }
+}
+
 func benchProcess(b *testing.B, handler func(done func()) Handler) {
+	benchProcessOpts(b, nil, handler)
+}
+
+// benchProcessOpts is benchProcess with set up by setup (nil: none), which returns the
+// options of the i-th job.
+func benchProcessOpts(b *testing.B, setup func(*testing.B, *queue.Client) func(int) []queue.Option,
+	handler func(done func()) Handler) {
 	c, err := queue.NewClient(redistest.Client(b), queue.Config{Prefix: redistest.Prefix(b), DoneRetention: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
+	opts := func(int) []queue.Option { return nil }
+	if setup != nil {
+		opts = setup(b, c)
+	}
 	batch := make([]queue.BatchJob, 0, 1000)
 	for i := 0; i < b.N; i += 1000 {
 		batch = batch[:0]
-		for range min(1000, b.N-i) {
-			batch = append(batch, queue.BatchJob{Type: "bench", Payload: benchPayload})
+		for k := range min(1000, b.N-i) {
+			batch = append(batch, queue.BatchJob{Type: "bench", Payload: benchPayload, Options: opts(i + k)})
 		}
 		if _, err := c.EnqueueBatch(context.Background(), batch); err != nil {
 			b.Fatal(err)

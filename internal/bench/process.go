@@ -21,8 +21,8 @@ import (
 //
 // Completion is "N handler calls, and the last C jobs to start acknowledged" (their
 // hashes gone, as done jobs are deleted at once): no-op handlers return in about the order
-// they start, and the worker sends acks in the order handlers return, so these are the
-// acknowledgements still outstanding. The worker's
+// they start, and the worker sends acks in the order handlers return (each call's in job
+// ID order), so these are the acknowledgements still outstanding. The worker's
 // graceful stop, which waits for every acknowledgement, is not timed: an idle worker may
 // take up to queue.MaxWait to notice it should stop.
 //

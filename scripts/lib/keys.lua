@@ -151,7 +151,7 @@ end
 -- a claim of n then serves about n/q keys, not n. waiting: the keys with ready jobs (the
 -- ring's size). Each key served costs Redis about a fifth of what a job costs it (its
 -- RPOP, its new place in the ring, a look at its list, the Lua around them: about
--- 25,000 instructions under callgrind, a job about 140,000): taken one job a key, keyed
+-- 20,000 instructions under callgrind, a job about 103,000): taken one job a key, keyed
 -- jobs over 1,000 keys ran at 0.8x the throughput of unkeyed ones. The quantum is 4 up
 -- to 256 keys waiting, then grows with them (one more job a key per 64 keys) up to 16
 -- from 961 keys: over 1,000 keys a claim of 100 serves about 7 keys instead of 25, and a
