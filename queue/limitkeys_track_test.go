@@ -364,7 +364,8 @@ func TestKeyLimitsStoredBeforeTheFlags(t *testing.T) {
 // An AckClaim whose acks read the limits first (a keyed job's) passes them to its claim
 // as the flags made of them: limits stored before the flags still mean every key's own
 // limits read and its leases kept. a (the default, 1) and b (its own, 2) each had a job
-// acked; the claim after the acks takes one of a and two of b, then none.
+// acked; the claim after the acks takes one of a and one of b (b's other job still
+// runs), each key back at its limit.
 func TestKeyLimitsStoredBeforeTheFlagsAfterAcks(t *testing.T) {
 	c := setup(t, Config{})
 	qk := c.keys.queue("default")
