@@ -118,6 +118,8 @@ type Client struct {
 	acks     *coalesce.Batcher[ackItem, error]
 
 	clusterWait *clusterWaiter // set on a Redis Cluster: Wait on queues in several slots
+
+	loading loadFlight // the load of every script in flight, shared (loadScripts)
 }
 
 // NewClient returns a Client over rdb, which may be a single node, a Sentinel-backed or a
@@ -401,8 +403,53 @@ func (c *Client) runScripts(ctx context.Context, newQueues []string, calls []*sc
 	}
 }
 
-// loadScripts loads every script into Redis's script cache (on every master of a cluster).
+// loadFlight is a Client's one load of every script at a time. After a Redis restart
+// or failover, every caller meets NOSCRIPT at once: each loading all the scripts itself,
+// a hundred concurrent batch enqueues sent 1,050 SCRIPT LOADs, each script's whole text;
+// sharing the load in flight sends one of each.
+type loadFlight struct {
+	mu  sync.Mutex
+	cur *scriptLoad // the load in flight; nil when none
+}
+
+// scriptLoad is one load of every script: done is closed when it ends, with err.
+type scriptLoad struct {
+	done chan struct{}
+	err  error
+}
+
+// loadScripts loads every script into Redis's script cache (on every master of a
+// cluster), or waits for the load another call of this Client started, and returns its
+// outcome. When that load failed (its caller's context ended, say), this call loads them
+// itself: a load shared is never worse than one of its own.
 func (c *Client) loadScripts(ctx context.Context) error {
+	c.loading.mu.Lock()
+	if l := c.loading.cur; l != nil {
+		c.loading.mu.Unlock()
+		select {
+		case <-l.done:
+			if l.err == nil {
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return c.loadAllScripts(ctx)
+	}
+	l := &scriptLoad{done: make(chan struct{})}
+	c.loading.cur = l
+	c.loading.mu.Unlock()
+	l.err = c.loadAllScripts(ctx)
+	c.loading.mu.Lock()
+	c.loading.cur = nil
+	c.loading.mu.Unlock()
+	close(l.done)
+	return l.err
+}
+
+// loadAllScripts loads every script into Redis's script cache (on every master of a
+// cluster).
+func (c *Client) loadAllScripts(ctx context.Context) error {
 	load := func(ctx context.Context, r redis.Scripter) error {
 		for _, s := range scripts.All {
 			if err := s.Load(ctx, r).Err(); err != nil {
