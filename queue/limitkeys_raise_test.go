@@ -2,6 +2,8 @@ package queue
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +121,41 @@ func TestResumeKeyEndsAHandlersPause(t *testing.T) {
 		if _, err := c.ResumeKey(ctx, "default", k); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ResumeKey(%q) = %v, want ErrInvalid", k, err)
 		}
+	}
+}
+
+// The jobs of a paused key put back during the pause (a worker's claims ahead that
+// replied after the pause began come back one call each, in any order) run behind the
+// paused job in their own order, not in the order they came back: with one job back
+// already, a second went before it.
+func TestKeyJobsPutBackDuringAPauseKeepTheirOrder(t *testing.T) {
+	for _, back := range [][]int{{1, 2, 3}, {3, 2, 1}, {2, 3, 1}, {3, 1, 2}} {
+		t.Run(fmt.Sprint(back), func(t *testing.T) {
+			c := setup(t, Config{})
+			ids := enqueueN(t, c, 5, LimitKey("a"))
+			jobs, _ := claimLimited(t, c, "default", 4)
+			if len(jobs) != 4 {
+				t.Fatalf("claim of 4 = %d jobs", len(jobs))
+			}
+			if err := c.broker().PauseKey(ctx, jobs[0], 1000*time.Hour, "upstream said 429"); err != nil {
+				t.Fatal(err)
+			}
+			for _, i := range back {
+				if err := c.broker().HandBack(ctx, jobs[i], 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := c.ResumeKey(ctx, "default", "a"); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := claimLimited(t, c, "default", 10)
+			var order []string
+			for _, j := range got {
+				order = append(order, j.ID)
+			}
+			if !slices.Equal(order, ids) {
+				t.Errorf("claim after the pause = %v, want %v (the paused job, then the others in their order)", order, ids)
+			}
+		})
 	}
 }

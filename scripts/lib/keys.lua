@@ -39,19 +39,29 @@ local function push_ready(ready, prefix, id, lkey, head, now)
 end
 
 -- behind_paused keeps the job a handler paused its key with (PauseKey: kpause:K holds its
--- ID) first in K's list, as PauseKey promises: a job of K put back at the head during the
--- pause (handed back: claimed ahead before the pause began; or reaped) goes right behind
--- it instead of before it. Called after push_ready put id at the head. The paused job is
--- then the list's last but one: two LSETs at the list's end, O(1).
+-- ID) first in K's list, as PauseKey promises, and the key's other jobs in their order: a
+-- job of K put back at the head during the pause (claimed ahead before it began and handed
+-- back, or reaped; one call each, in any order) goes behind the paused job and behind
+-- those put back before it that are older (smaller IDs: every job put back was claimed,
+-- so it is older than any the list still holds). Called after push_ready put id at the
+-- head; the paused job is then the list's last but one. A few LINDEX and LSET at the
+-- list's end: as many as the jobs put back during the pause.
 local function behind_paused(prefix, lkey, id)
   local base = key_base(prefix)
   local paused = redis.call('GET', base .. 'kpause:' .. lkey)
   if not paused or paused == id then return end
   local list = base .. 'kready:' .. lkey
-  if redis.call('LINDEX', list, -2) == paused then
-    redis.call('LSET', list, -2, id)
-    redis.call('LSET', list, -1, paused)
+  if redis.call('LINDEX', list, -2) ~= paused then return end
+  local older, i = {}, -3
+  while true do
+    local e = redis.call('LINDEX', list, i)
+    if not e or e > id then break end
+    older[#older + 1] = e
+    i = i - 1
   end
+  redis.call('LSET', list, -1, paused)
+  for j, e in ipairs(older) do redis.call('LSET', list, -1 - j, e) end
+  redis.call('LSET', list, -2 - #older, id)
 end
 
 -- unready takes waiting job id off its ready list (ready, or its key's list; the key
