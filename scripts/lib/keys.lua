@@ -237,51 +237,13 @@ local function key_specs(limit, due, from, specs)
   for j, v in ipairs(got) do specs[from + j - 1] = v end
 end
 
--- key_pop pops up to room more job IDs of key record r (pop_keyed's), oldest first, onto
--- ids (n of them so far), and r at the same places in keyof when the claim must count
--- its jobs (r.act: their leases; r.tau: its rate's tokens; else nothing of the key
--- follows a job, and keyof is left alone); r.room and r.popped count what the key was
--- asked for and gave (a key that gave less than it was asked for ran dry: key_claimed).
--- counts: the claim's cache of counts formatted. Returns the new n.
-local function key_pop(r, room, ids, keyof, n, counts)
-  if room <= 0 then return n end
-  r.room = r.room + room
-  local follow = r.act or r.tau
+-- list_pop pops up to room job IDs (room > 0) from the key's list list, oldest first,
+-- onto ids (n of them so far). counts: the claim's cache of counts formatted. Returns the
+-- new n.
+local function list_pop(list, room, ids, n, counts)
   if room == 1 then
     -- RPOP without a count returns the ID itself: no array to build, about half the
     -- cost of a call with one (a claim over many keys takes one job of each).
-    local id = redis.call('RPOP', r.list)
-    if id then
-      r.popped, n = r.popped + 1, n + 1
-      ids[n] = id
-      if follow then keyof[n] = r end
-    end
-    return n
-  end
-  -- The count as a string: Redis would format a number with a slow printf.
-  counts[room] = counts[room] or string.format('%d', room)
-  local got = redis.call('RPOP', r.list, counts[room])
-  if got then
-    -- Numeric loops: ipairs calls its iterator (a C function) once per job.
-    local m = #got
-    r.popped = r.popped + m
-    if follow then
-      for j = 1, m do
-        ids[n + j], keyof[n + j] = got[j], r
-      end
-    else
-      for j = 1, m do ids[n + j] = got[j] end
-    end
-    n = n + m
-  end
-  return n
-end
-
--- list_pop pops up to room job IDs (room > 0) from the key's list list, oldest first,
--- onto ids (n of them so far), as key_pop does (see there why so). counts: the claim's
--- cache of counts formatted. Returns the new n.
-local function list_pop(list, room, ids, n, counts)
-  if room == 1 then
     local id = redis.call('RPOP', list)
     if id then
       n = n + 1
@@ -289,6 +251,7 @@ local function list_pop(list, room, ids, n, counts)
     end
     return n
   end
+  -- The count as a string: Redis would format a number with a slow printf.
   local c = counts[room]
   if not c then
     c = string.format('%d', room)
@@ -296,10 +259,42 @@ local function list_pop(list, room, ids, n, counts)
   end
   local got = redis.call('RPOP', list, c)
   if got then
+    -- Numeric loops: ipairs calls its iterator (a C function) once per job.
     for j = 1, #got do ids[n + j] = got[j] end
     n = n + #got
   end
   return n
+end
+
+-- key_pop pops up to room more job IDs of key record r (pop_keyed's) as list_pop does,
+-- and puts r at the same places in keyof when the claim must count its jobs (r.act:
+-- their leases; r.tau: its rate's tokens; else nothing of the key follows a job, and
+-- keyof is left alone); r.room and r.popped count what the key was asked for and gave (a
+-- key that gave less than it was asked for ran dry: key_claimed). Returns the new n.
+local function key_pop(r, room, ids, keyof, n, counts)
+  if room <= 0 then return n end
+  r.room = r.room + room
+  local from = n
+  n = list_pop(r.list, room, ids, n, counts)
+  r.popped = r.popped + n - from
+  if r.act or r.tau then
+    for j = from + 1, n do keyof[j] = r end
+  end
+  return n
+end
+
+-- key_room is how many jobs a due key is asked for: its share of the left the claim still
+-- wants over the keys that may be due from it on (keys), at least q (key_quantum) while
+-- left allows: max(ceil(left / keys), min(q, left)), without a call to math.
+local function key_room(left, keys, q)
+  local share = left / keys
+  local room = share - share % 1
+  if room < share then room = room + 1 end
+  if room < q and room < left then
+    room = q
+    if left < room then room = left end
+  end
+  return room
 end
 
 -- pop_plain is pop_keyed for a claim no key's limits can cut: no key's leases are kept
@@ -314,7 +309,7 @@ end
 local function pop_plain(due, want, base, ids)
   local kready, keys, q, now_s = base .. 'kready:', due.keys, due.q, due.now_s
   local lists, places, gone, nl, ng = {}, {}, {}, 0, 0
-  local n, counts, i, last, call = #ids, {}, 0, due_last(due), redis.call
+  local n, counts, i, last = #ids, {}, 0, due_last(due)
   while true do
     local left = want - n
     if left <= 0 then break end
@@ -325,37 +320,11 @@ local function pop_plain(due, want, base, ids)
       last = due_last(due)
     end
     local k = keys[i]
-    -- Its share, as in pop_keyed.
-    local share = left / (last - i + 1)
-    local room = share - share % 1
-    if room < share then room = room + 1 end
-    if room < q and room < left then
-      room = q
-      if left < room then room = left end
-    end
+    local room = key_room(left, last - i + 1, q)
     local list = kready .. k
-    -- list_pop's, inline: this runs per key.
-    local gave = 0
-    if room == 1 then
-      local id = call('RPOP', list)
-      if id then
-        gave, n = 1, n + 1
-        ids[n] = id
-      end
-    else
-      local c = counts[room]
-      if not c then
-        c = string.format('%d', room)
-        counts[room] = c
-      end
-      local got = call('RPOP', list, c)
-      if got then
-        gave = #got
-        for j = 1, gave do ids[n + j] = got[j] end
-        n = n + gave
-      end
-    end
-    if gave < room then
+    local from = n
+    n = list_pop(list, room, ids, n, counts)
+    if n - from < room then
       ng = ng + 1
       gone[ng] = k
     else
@@ -441,15 +410,7 @@ local function pop_keyed(g, limit, active, base, due, want, now, now_us, ids, ke
     -- Every key's leases are kept while any key's concurrency could bind: a concurrency
     -- set on this key later applies to its running jobs on the next claim.
     if g.ktrack then r.act, r.ids = base .. 'kactive:' .. k, {} end
-    -- max(ceil(left / (keys that may be due from the i-th on)), min(due.q, left)),
-    -- without a call: this runs per key, and a claim may serve a hundred.
-    local share = left / (last - i + 1)
-    local room = share - share % 1
-    if room < share then room = room + 1 end
-    if room < due.q and room < left then
-      room = due.q
-      if left < room then room = left end
-    end
+    local room = key_room(left, last - i + 1, due.q)
     if sp and sp.conc > 0 and r.act then
       -- Unexpired leases of the queue: counted for its own limit, else at most ZCARD.
       g.running = g.running or redis.call('ZCARD', active)
