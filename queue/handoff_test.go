@@ -364,8 +364,17 @@ func TestHandOffRefusedWritesNothing(t *testing.T) {
 	c.rdb.Del(ctx, qk.events)
 
 	// Filled by jobs of the size of the one handed, on default (its ready is not empty
-	// after the first).
+	// after the first). The fill takes longer than a registration lasts
+	// (proto.WaiterFor) on a loaded machine: the worker registers again, with the limit
+	// lifted for that one call, and Redis is full again at once (noeviction).
 	fill(t, c, "fill")
+	if err := c.rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	register(t, c, "idle", &w)
+	if err := c.rdb.ConfigSet(ctx, "maxmemory", "3mb").Err(); err != nil {
+		t.Fatal(err)
+	}
 	payload := []byte(strings.Repeat("p", 200))
 	if _, err := c.Enqueue(ctx, "fill", payload, On("idle")); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Errorf("Enqueue() on a full Redis with a waiter err = %v, want Redis's OOM refusal", err)
