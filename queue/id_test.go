@@ -157,3 +157,21 @@ func TestNamesMustBeUTF8(t *testing.T) {
 		t.Errorf("%d jobs written by refused enqueues", n)
 	}
 }
+
+// idTime reads a generated ID's time back, and nothing from an ID that is not one (a
+// caller's own ID, or 26 bytes outside the alphabet: lower case, I, L, O, U, non-ASCII).
+func TestIDTimeReadsGeneratedIDsOnly(t *testing.T) {
+	var g idGen
+	for _, at := range []time.Time{time.UnixMilli(1), time.UnixMilli(1733380000123), time.UnixMilli(maxJobMs)} {
+		if got := idTime(g.next(at)); !got.Equal(at) {
+			t.Errorf("idTime(an ID made at %v) = %v", at, got)
+		}
+	}
+	id := g.next(time.UnixMilli(1733380000123))
+	for _, bad := range []string{"", "order-42", id[:25], id + "0", strings.ToLower(id), "I" + id[1:],
+		id[:12] + "U" + id[13:], id[:25] + "é"[:1], "00000000000000000000000000", "ZZZZZZZZZZZZZZZZZZZZZZZZZZ"} {
+		if got := idTime(bad); !got.IsZero() {
+			t.Errorf("idTime(%q) = %v, want the zero time", bad, got)
+		}
+	}
+}
