@@ -366,18 +366,31 @@ func TestHandOffRefusedWritesNothing(t *testing.T) {
 	// Filled by jobs of the size of the one handed, on default (its ready is not empty
 	// after the first). The fill takes longer than a registration lasts
 	// (proto.WaiterFor) on a loaded machine: the worker registers again, with the limit
-	// lifted for that one call, and Redis is full again at once (noeviction).
+	// lifted for that one call, and then set below what Redis holds, so that it is full
+	// whatever the fill left (noeviction).
 	fill(t, c, "fill")
-	if err := c.rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
+	setMaxmemory := func(v string) {
+		t.Helper()
+		if err := c.rdb.ConfigSet(ctx, "maxmemory", v).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	setMaxmemory("0")
 	register(t, c, "idle", &w)
-	if err := c.rdb.ConfigSet(ctx, "maxmemory", "3mb").Err(); err != nil {
-		t.Fatal(err)
-	}
+	setMaxmemory("2mb")
 	payload := []byte(strings.Repeat("p", 200))
 	if _, err := c.Enqueue(ctx, "fill", payload, On("idle")); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Errorf("Enqueue() on a full Redis with a waiter err = %v, want Redis's OOM refusal", err)
 	}
 	nothingWritten("full Redis")
+
+	// The refusals above were the hand-off's: with room, the same enqueue hands the job
+	// to the waiter.
+	setMaxmemory("0")
+	if _, err := c.Enqueue(ctx, "fill", payload, On("idle")); err != nil {
+		t.Fatal(err)
+	}
+	if got := handList(t, c, "idle", &w); len(got) != 1 {
+		t.Errorf("hand list after an enqueue with room = %d entries, want the job handed", len(got))
+	}
 }

@@ -161,6 +161,11 @@ func TestNamesMustBeUTF8(t *testing.T) {
 // idTime reads a generated ID's time back, and nothing from an ID that is not one (a
 // caller's own ID, or 26 bytes outside the alphabet: lower case, I, L, O, U, non-ASCII).
 func TestIDTimeReadsGeneratedIDsOnly(t *testing.T) {
+	for b := range 256 {
+		if got, want := int(crockfordValue[b]), strings.IndexByte(crockford, byte(b)); got != want {
+			t.Errorf("crockfordValue[%q] = %d, want %d", byte(b), got, want)
+		}
+	}
 	var g idGen
 	for _, at := range []time.Time{time.UnixMilli(1), time.UnixMilli(1733380000123), time.UnixMilli(maxJobMs)} {
 		if got := idTime(g.next(at)); !got.Equal(at) {

@@ -14,7 +14,7 @@ import (
 func TestHistBucketsHoldTheirDurations(t *testing.T) {
 	for k := range HistBuckets - 1 {
 		exact := math.Pow(2, float64(k)/2) * float64(time.Millisecond)
-		if diff := math.Abs(float64(HistUpper(k)) - exact); diff > float64(time.Microsecond)/2 {
+		if diff := math.Abs(float64(HistUpper(k)) - exact); diff > float64(time.Microsecond)/2 || HistUpper(k)%time.Microsecond != 0 {
 			t.Errorf("HistUpper(%d) = %v, want 2^(%d/2) ms = %v to the microsecond", k, HistUpper(k), k, time.Duration(exact))
 		}
 	}
