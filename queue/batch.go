@@ -227,6 +227,9 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 		if p.ukey != "" {
 			args = append(args, p.ukey)
 		}
+		if p.o.limitKey != "" {
+			args = append(args, p.o.limitKey)
+		}
 		count++
 	}
 	args[at] = count

@@ -259,13 +259,13 @@ func (c *Client) prepare(job BatchJob, now time.Time) (prepared, error) {
 }
 
 // group is what the script takes once for a run of jobs that share it (see enqueue.lua):
-// jobs of one group cost two arguments each (three when unique).
+// jobs of one group cost two arguments each, one more when unique and one more when keyed.
 type group struct {
 	typ                           string
 	maxRetry                      int
 	timeout, delay, at, uniqueTTL int64 // ms; at 0 = use delay; uniqueTTL 0 = not unique
 	excl                          string
-	limitKey                      string
+	limitKey                      string // "\t" for keyed jobs (each gives its own key), "" none
 	keep, fresh                   bool
 	meta                          string // key\tvalue\tkey\tvalue...; "" = none
 	after                         string // policy\tqueue\tid...; "" = no dependencies
@@ -275,7 +275,12 @@ type group struct {
 
 func (p *prepared) group() group {
 	g := group{typ: p.typ, maxRetry: p.o.maxRetry, timeout: ms(p.o.timeout),
-		delay: ms(p.o.delay), fresh: p.fresh, limitKey: p.o.limitKey}
+		delay: ms(p.o.delay), fresh: p.fresh}
+	if p.o.limitKey != "" {
+		// Each job gives its own key (enqueue.lua): keyed jobs of many keys, as a batch
+		// of many customers' jobs, share one group instead of a group each.
+		g.limitKey = "\t"
+	}
 	if !p.o.at.IsZero() {
 		g.at = max(p.o.at.UnixMilli(), 1) // 0 means "use delay" to the script
 	}

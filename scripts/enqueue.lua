@@ -40,9 +40,12 @@
 --          queue\tid\tqueue\tid...: jobs of the same client call that wait on these, so
 --          registered at once in the jobs' SET jobs:{q}:dependents:<id>: a job cannot end
 --          before its dependents of the same call are linked, whatever its retention),
---          limit_key ("" = none; else the jobs wait under that key when ready: see below);
---          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below) and,
---          in a unique group, its unique key jobs:{q}:unique:<k>.
+--          limit_key ("" = none; else the jobs wait under that key when ready, see below;
+--          "\t", which no key holds: each job gives its own, so that keyed jobs of
+--          different keys share a group);
+--          then per job: id, payload (stored in 64-byte pieces up to 4 KiB, see below),
+--          in a unique group its unique key jobs:{q}:unique:<k>, and in a group whose
+--          limit_key is "\t" its limit key.
 --          Or, for one job due now with a generated ID and no option but max_retry and
 --          timeout_ms (the one-job path; most Enqueue calls), exactly 8 values: ARGV[4]
 --          type, ARGV[5] max_retry, ARGV[6] timeout_ms (each "" at its default, as in a
@@ -336,10 +339,18 @@ end
 -- job needs a check of its own.
 local keys = {}
 local n_keys = 0
-local i = 4
-while i <= nargs do
+-- group_step is how many values each job of the group at ARGV[i] takes: its ID and
+-- payload, its unique key in a unique group, its own limit key when limit_key is "\t";
+-- and where that limit key is from the ID (nil: the jobs have none of their own).
+local function group_step(i)
   local step = 2
   if ARGV[i + 7] ~= '0' then step = 3 end
+  if ARGV[i + 14] == '\t' then return step + 1, step end
+  return step, nil
+end
+local i = 4
+while i <= nargs do
+  local step = group_step(i)
   local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     n_keys = n_keys + 1
@@ -364,8 +375,7 @@ while i <= nargs do
   local at = tonumber(ARGV[i + 5])
   local run_at = at
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
-  local step = 2
-  if unique then step = 3 end
+  local step, own = group_step(i)
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
   if unique and not taken then taken = {} end -- unique keys taken in this call
   local j = i + 15
@@ -373,6 +383,7 @@ while i <= nargs do
     k = k + 1
     local id = ARGV[j]
     local code = '1'
+    if own then lkey = ARGV[j + own] end
     if (some_exist and redis.call('EXISTS', keys[k]) == 1) or (not fresh and seen[id]) then
       -- A caller-chosen ID is this call's own job only if its hash holds our nonce.
       if fresh or (nonce ~= '' and not seen[id] and redis.call('HGET', keys[k], 'enq') == nonce) then
@@ -429,34 +440,41 @@ if n_plain > 0 then
   if type(r) == 'table' and r.err then return r end
 end
 -- Keyed jobs go on their key's list, the key into the ring of keys at now when it is not
--- there yet (the lib's keyed jobs; push_ready does it for one job).
+-- there yet (the lib's keyed jobs; push_ready does it for one job): all the keys by one
+-- ZADD NX, so a batch over many keys pays one call per key (its LPUSH), not two.
 local kbase = string.sub(prefix, 1, -5)
-local pushed = {} -- pushed[n]: {list, jobs pushed, 1 if the key was added to the ring}
+local pushed = {} -- pushed[c]: {list, jobs pushed, key}
+local ring, ringed = kbase .. 'keys', false -- ringed: the ZADD went through
 local function undo_keyed()
   for _, p in ipairs(pushed) do
     redis.call('LTRIM', p[1], p[2], -1)
-    if p[3] == 1 then redis.call('ZREM', kbase .. 'keys', p[4]) end
+    -- A key whose list held only this call's jobs was put in the ring for them: out again.
+    -- A key in the ring always has jobs in its list (the lib's keyed jobs), so one whose
+    -- list is gone now was not there before this call.
+    if ringed and redis.call('EXISTS', p[1]) == 0 then redis.call('ZREM', ring, p[3]) end
   end
 end
 if keyed then
-  for _, lk in ipairs(key_order) do
+  -- The ring's score (us) formatted once: a number argument is formatted by every call.
+  local now_us, places = string.format('%d', now * 1000), {}
+  for c, lk in ipairs(key_order) do
     local list = kbase .. 'kready:' .. lk
     local r = redis.pcall('LPUSH', list, unpack(keyed[lk]))
-    local added = 0
-    if not (type(r) == 'table' and r.err) then
-      added = redis.pcall('ZADD', kbase .. 'keys', 'NX', now * 1000, lk)
-      if type(added) == 'table' and added.err then
-        redis.call('LTRIM', list, #keyed[lk], -1)
-        r = added
-      end
-    end
     if type(r) == 'table' and r.err then
       if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
       undo_keyed()
       return r
     end
-    pushed[#pushed + 1] = {list, #keyed[lk], added, lk}
+    pushed[c] = {list, #keyed[lk], lk}
+    places[2 * c - 1], places[2 * c] = now_us, lk
   end
+  local r = redis.pcall('ZADD', ring, 'NX', unpack(places))
+  if type(r) == 'table' and r.err then
+    if n_plain > 0 then redis.call('LTRIM', ready, n_plain, -1) end
+    undo_keyed()
+    return r
+  end
+  ringed = true
 end
 if due then
   local r = redis.pcall('ZADD', scheduled, unpack(due))
@@ -524,8 +542,7 @@ if maxlen > 0 and (n_ready > 0 or due or waiting) then
     elseif run_at > now then
       name = 'scheduled'
     end
-    local step = 2
-    if ARGV[i + 7] ~= '0' then step = 3 end
+    local step = group_step(i)
     local j = i + 15
     for _ = 1, tonumber(ARGV[i]) do
       k = k + 1
@@ -602,9 +619,12 @@ while i <= nargs do
     f[base + 1] = 'dependents'; f[base + 2] = '1'
     base = base + 2
   end
+  -- own: where in f each job's own limit key goes (limit_key "\t").
+  local own = nil
   if ARGV[i + 14] ~= '' then
     f[base + 1] = 'limit_key'; f[base + 2] = ARGV[i + 14]
     base = base + 2
+    if ARGV[i + 14] == '\t' then own = base end
   end
   if ARGV[i + 9] ~= '1' and nonce ~= '' then
     f[base + 1] = 'enq'; f[base + 2] = nonce
@@ -635,13 +655,13 @@ while i <= nargs do
     f[base + 1] = 'unique_key'
     base = base + 2
   end
-  local step = 2
-  if unique then step = 3 end
+  local step, own_at = group_step(i)
   local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then
       local id = ARGV[j]
+      if own then f[own] = ARGV[j + own_at] end
       if unique then
         redis.call('SET', ARGV[j + 2], id, 'PX', ttl)
         f[base] = ARGV[j + 2]
