@@ -203,7 +203,7 @@ func (c *Client) enqueueArgs(qk queueKeys, jobs []prepared, chunk []int) []any {
 				orDefault(ms(p.o.timeout), DefaultTimeout.Milliseconds()), p.id, p.payload}
 		}
 	}
-	args := make([]any, 3, 14+2*len(chunk))
+	args := make([]any, 3, 18+3*len(chunk))
 	args[0], args[1], args[2] = qk.jobPrefix, "", c.eventsMax()
 	for _, i := range chunk {
 		if !jobs[i].fresh {

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"errors"
 	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -115,5 +117,106 @@ func TestKeyedBatchFailingLaterWritesNothing(t *testing.T) {
 				t.Errorf("%s: ring = %v, want %v", tc.queue, got, ring)
 			}
 		}
+	}
+}
+
+// Keyed jobs in one group beside every other kind of job of a batch: plain, delayed and
+// waiting ones (their keys wait in their hashes only, until they are ready), unique ones
+// and duplicates (a unique key held, an ID met twice in the call or already taken): each
+// hash holds its own key, each ready keyed job is on its key's list, the ring holds the
+// keys of those, and a key already there keeps its place.
+func TestKeyedBatchMixedWithEveryOtherKindOfJob(t *testing.T) {
+	c := setup(t, Config{})
+	qk := c.keys.queue("default")
+	// A pre-existing job with a caller-chosen ID, keyed: a batch job with the same ID is a duplicate.
+	if _, err := c.Enqueue(ctx, "a", nil, ID("pre"), LimitKey("kp")); err != nil {
+		t.Fatal(err)
+	}
+	prePlace := c.rdb.ZScore(ctx, qk.ring, "kp").Val()
+	dep, err := c.Enqueue(ctx, "a", nil, Delay(time.Hour)) // a dependency that stays
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []BatchJob{
+		{Type: "a"}, // 0 unkeyed
+		{Type: "a", Options: []Option{LimitKey("k1")}},                                                        // 1
+		{Type: "a", Options: []Option{LimitKey("kd"), Delay(time.Hour)}},                                      // 2 delayed keyed
+		{Type: "a", Options: []Option{LimitKey("k3"), At(time.Now().Add(-time.Minute))}},                      // 3 past At
+		{Type: "a", Options: []Option{LimitKey("k1"), Unique(time.Hour), UniqueKey("u1")}},                    // 4 unique keyed
+		{Type: "a", Options: []Option{LimitKey("k4"), Unique(time.Hour), UniqueKey("u1")}},                    // 5 same unique key: dup
+		{Type: "a", Options: []Option{LimitKey("k5"), ID("cid")}},                                             // 6 caller ID
+		{Type: "a", Options: []Option{LimitKey("k6"), ID("cid")}},                                             // 7 dup within call
+		{Type: "a", Options: []Option{LimitKey("k7"), ID("pre")}},                                             // 8 dup of existing
+		{Type: "a", Options: []Option{Unique(time.Hour), UniqueKey("u2")}},                                    // 9 unique unkeyed
+		{Type: "a", Options: []Option{LimitKey("kw"), After(dep)}},                                            // 10 waiting keyed
+		{Type: "a", Options: []Option{LimitKey("kdu"), Delay(time.Hour), Unique(time.Hour), UniqueKey("u3")}}, // 11
+		{Type: "a", Options: []Option{LimitKey("kp"), Meta("m", "v")}},                                        // 12 existing key
+		{Type: "a", Options: []Option{LimitKey("k1"), ID("cid2"), Unique(time.Hour), UniqueKey("u4")}},        // 13
+		{Type: "a", Options: []Option{LimitKey("k1")}},                                                        // 14
+	}
+	// The call's error sums up the duplicates; each job's result says which it was.
+	res, _ := c.EnqueueBatch(ctx, batch)
+	dups := map[int]bool{5: true, 7: true, 8: true}
+	for i, r := range res {
+		if dups[i] != errors.Is(r.Err, ErrDuplicate) {
+			t.Errorf("job %d: err %v, dup want %v", i, r.Err, dups[i])
+		}
+		if !dups[i] && r.Err != nil {
+			t.Errorf("job %d: %v", i, r.Err)
+		}
+	}
+	wantKey := map[int]string{0: "", 1: "k1", 2: "kd", 3: "k3", 4: "k1", 6: "k5", 9: "", 10: "kw", 11: "kdu", 12: "kp", 13: "k1", 14: "k1"}
+	wantState := map[int]State{0: StateReady, 1: StateReady, 2: StateScheduled, 3: StateReady, 4: StateReady, 6: StateReady,
+		9: StateReady, 10: StateWaiting, 11: StateScheduled, 12: StateReady, 13: StateReady, 14: StateReady}
+	for i, k := range wantKey {
+		j, err := c.Get(ctx, "default", res[i].ID)
+		if err != nil {
+			t.Errorf("job %d: %v", i, err)
+			continue
+		}
+		if j.LimitKey != k || j.State != wantState[i] {
+			t.Errorf("job %d: key %q state %s, want %q %s", i, j.LimitKey, j.State, k, wantState[i])
+		}
+		raw := c.rdb.HGet(ctx, qk.job(res[i].ID), "limit_key").Val()
+		if raw != k {
+			t.Errorf("job %d: raw limit_key %q want %q", i, raw, k)
+		}
+	}
+	if j, _ := c.Get(ctx, "default", "pre"); j.LimitKey != "kp" {
+		t.Errorf("pre overwritten: %+v", j)
+	}
+	lists := map[string][]string{
+		"k1": {res[14].ID, res[13].ID, res[4].ID, res[1].ID},
+		"k3": {res[3].ID},
+		"k5": {"cid"},
+		"kp": {res[12].ID, "pre"},
+		"k4": nil, "k6": nil, "k7": nil, "kd": nil, "kw": nil, "kdu": nil,
+	}
+	for k, ids := range lists {
+		got := c.rdb.LRange(ctx, qk.kready(k), 0, -1).Val()
+		if !slices.Equal(got, ids) && !(len(got) == 0 && len(ids) == 0) {
+			t.Errorf("kready:%s = %v want %v", k, got, ids)
+		}
+	}
+	if got := c.rdb.LRange(ctx, qk.ready, 0, -1).Val(); !slices.Equal(got, []string{res[9].ID, res[0].ID}) {
+		t.Errorf("ready = %v", got)
+	}
+	ring := c.rdb.ZRange(ctx, qk.ring, 0, -1).Val()
+	sort.Strings(ring)
+	if !slices.Equal(ring, []string{"k1", "k3", "k5", "kp"}) {
+		t.Errorf("ring = %v", ring)
+	}
+	if s := c.rdb.ZScore(ctx, qk.ring, "kp").Val(); s != prePlace {
+		t.Errorf("kp moved %v -> %v", prePlace, s)
+	}
+	sched := c.rdb.ZRange(ctx, qk.scheduled, 0, -1).Val()
+	sort.Strings(sched)
+	want := []string{dep, res[2].ID, res[11].ID}
+	sort.Strings(want)
+	if !slices.Equal(sched, want) {
+		t.Errorf("scheduled = %v want %v", sched, want)
+	}
+	if c.rdb.ZScore(ctx, qk.base+"waiting", res[10].ID).Err() != nil {
+		t.Errorf("waiting lacks job 10")
 	}
 }
