@@ -375,7 +375,7 @@ while i <= nargs do
   local at = tonumber(ARGV[i + 5])
   local run_at = at
   if at == 0 then run_at = now + tonumber(ARGV[i + 4]) end
-  local step, own = group_step(i)
+  local step, key_at = group_step(i)
   if not fresh and not seen then seen = {} end -- caller-chosen IDs met in this call
   if unique and not taken then taken = {} end -- unique keys taken in this call
   local j = i + 15
@@ -383,7 +383,7 @@ while i <= nargs do
     k = k + 1
     local id = ARGV[j]
     local code = '1'
-    if own then lkey = ARGV[j + own] end
+    if key_at then lkey = ARGV[j + key_at] end
     if (some_exist and redis.call('EXISTS', keys[k]) == 1) or (not fresh and seen[id]) then
       -- A caller-chosen ID is this call's own job only if its hash holds our nonce.
       if fresh or (nonce ~= '' and not seen[id] and redis.call('HGET', keys[k], 'enq') == nonce) then
@@ -619,12 +619,12 @@ while i <= nargs do
     f[base + 1] = 'dependents'; f[base + 2] = '1'
     base = base + 2
   end
-  -- own: where in f each job's own limit key goes (limit_key "\t").
-  local own = nil
+  -- key_f: where in f each job's own limit key goes (limit_key "\t").
+  local key_f = nil
   if ARGV[i + 14] ~= '' then
     f[base + 1] = 'limit_key'; f[base + 2] = ARGV[i + 14]
     base = base + 2
-    if ARGV[i + 14] == '\t' then own = base end
+    if ARGV[i + 14] == '\t' then key_f = base end
   end
   if ARGV[i + 9] ~= '1' and nonce ~= '' then
     f[base + 1] = 'enq'; f[base + 2] = nonce
@@ -655,13 +655,13 @@ while i <= nargs do
     f[base + 1] = 'unique_key'
     base = base + 2
   end
-  local step, own_at = group_step(i)
+  local step, key_at = group_step(i)
   local j = i + 15
   for _ = 1, tonumber(ARGV[i]) do
     k = k + 1
     if codes[k] == '1' then
       local id = ARGV[j]
-      if own then f[own] = ARGV[j + own_at] end
+      if key_f then f[key_f] = ARGV[j + key_at] end
       if unique then
         redis.call('SET', ARGV[j + 2], id, 'PX', ttl)
         f[base] = ARGV[j + 2]
