@@ -156,19 +156,25 @@ func TestLimitedQueueLeavesOthersAlone(t *testing.T) {
 	})
 	startWorker(t, c, Config{Handler: h, Concurrency: 4, Logger: quiet, Queues: map[string]int{"slow": 1, "fast": 1}})
 	eventually(t, 5*time.Second, "the slow queue's one token used", func() bool { return slow.Load() == 1 })
-	var worst time.Duration
+	var pickups []time.Duration
 	for range 20 {
 		sent := time.Now()
 		enqueue(t, c, "t", "", queue.On("fast"))
 		select {
 		case at := <-started:
-			worst = max(worst, at.Sub(sent))
+			pickups = append(pickups, at.Sub(sent))
 		case <-time.After(5 * time.Second):
 			t.Fatal("a job of the unlimited queue did not start within 5s")
 		}
 	}
-	if worst > 100*time.Millisecond {
-		t.Errorf("slowest pickup on the unlimited queue %v, want under 100ms", worst)
+	// A worker held up by the other queue's wait would be slow on every pickup (its wait
+	// lasts an hour). One pickup may meet a stall of the test process itself (CI's cluster
+	// pass, -race, beside the queue package's tests: 117 ms once): the second slowest is
+	// held to 100 ms, the slowest to a second.
+	slices.Sort(pickups)
+	worst := pickups[len(pickups)-1]
+	if second := pickups[len(pickups)-2]; second > 100*time.Millisecond || worst > time.Second {
+		t.Errorf("pickups on the unlimited queue: second slowest %v, slowest %v; want under 100ms and 1s", second, worst)
 	}
 	if n := slow.Load(); n != 1 {
 		t.Errorf("%d jobs of the slow queue ran, want 1 (rate 1/h)", n)
